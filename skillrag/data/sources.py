@@ -1,0 +1,79 @@
+"""Load the five QA datasets into `Question`s, from a local JSONL bundle or the Hugging Face hub.
+
+Local: `<dir>/<dataset>/questions.jsonl` in the schema of the shared data bundle (its README).
+Hub: FlashRAG's benchmark collection, which serves all five datasets in one schema
+(`id`, `question`, `golden_answers`); needs network access to the hub.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skillrag.data.schema import Question
+from skillrag.files import read_jsonl
+
+# Fields of the local bundle kept in Question.meta: provenance and evidence availability.
+LOCAL_META = (
+    "orig_id",
+    "orig_split",
+    "type",
+    "supporting_titles",
+    "gold_passage_ids",
+    "gold_context_in_corpus",
+    "answer_in_corpus",
+)
+
+# FlashRAG_datasets config name of each dataset.
+HUB_CONFIGS = {
+    "hotpotqa": "hotpotqa",
+    "nq": "nq",
+    "triviaqa": "triviaqa",
+    "musique": "musique",
+    "2wiki": "2wikimultihopqa",
+}
+
+
+def load_local(root: str | Path, dataset: str) -> list[Question]:
+    """Questions of one dataset from `<root>/<dataset>/questions.jsonl`; bad rows name file:line."""
+    path = Path(root) / dataset / "questions.jsonl"
+    questions = []
+    for number, row in enumerate(read_jsonl(path), start=1):
+        where = f"{path}:{number}"
+        meta = {key: row[key] for key in LOCAL_META if key in row}
+        questions.append(Question.from_dict({**row, "dataset": dataset, "meta": meta}, where=where))
+    return questions
+
+
+def load_hub(hub_id: str, dataset: str) -> list[Question]:
+    """All splits of one dataset from the hub (datasets.load_dataset); `orig_split` in meta."""
+    import datasets  # deferred: importing `datasets` costs seconds and is only needed here
+
+    config = HUB_CONFIGS[dataset]
+    splits = datasets.load_dataset(hub_id, config)
+    questions = []
+    for split_name, split in splits.items():
+        for number, row in enumerate(split):
+            questions.append(_from_hub_row(row, dataset, split_name, f"{hub_id}/{config}/{split_name}[{number}]"))
+    return questions
+
+
+def _from_hub_row(row: dict[str, Any], dataset: str, split: str, where: str) -> Question:
+    return Question.from_dict(
+        {
+            "id": f"{dataset}-{row['id']}",
+            "dataset": dataset,
+            "question": row["question"],
+            "answers": list(row.get("golden_answers") or []),
+            "meta": {"orig_id": str(row["id"]), "orig_split": split},
+        },
+        where=where,
+    )
+
+
+def load_dataset_questions(source: str, dataset: str, local_dir: Path, hub_id: str) -> list[Question]:
+    if source == "local":
+        return load_local(local_dir, dataset)
+    if source == "hub":
+        return load_hub(hub_id, dataset)
+    raise ValueError(f"unknown question source {source!r} (use 'local' or 'hub')")

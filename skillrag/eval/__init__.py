@@ -1,0 +1,1 @@
+"""Metrics, the resumable runner and cost accounting."""

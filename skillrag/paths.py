@@ -1,0 +1,45 @@
+"""Where each stage reads and writes, relative to the project root (the folder of params.yaml).
+
+DVC declares the same paths in dvc.yaml; keeping them in one place keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Paths:
+    root: Path = Path(".")
+
+    @property
+    def questions(self) -> Path:
+        return self.root / "data" / "questions"
+
+    def question_file(self, split: str, dataset: str) -> Path:
+        return self.questions / split / f"{dataset}.jsonl"
+
+    @property
+    def corpus(self) -> Path:
+        return self.root / "data" / "corpus"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "data" / "index"
+
+    @property
+    def states(self) -> Path:
+        return self.root / "data" / "states"
+
+    @property
+    def probe(self) -> Path:
+        return self.root / "data" / "probe"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "data" / "runs"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"

@@ -1,0 +1,90 @@
+"""Run Great Expectations suites over in-memory frames and turn a failure into a readable error.
+
+A gate is a set of named checks, each a DataFrame plus the expectations it must meet. The full
+validation result is written (atomically) beside the artifact, pass or fail, so a failed stage
+leaves the evidence of why it failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from skillrag.files import write_json
+
+MAX_EXAMPLES = 5
+
+
+class GateFailed(RuntimeError):
+    """A quality gate did not pass; str() is a summary naming each failed expectation."""
+
+
+@dataclass(frozen=True)
+class Check:
+    frame: pd.DataFrame
+    expectations: Sequence[Any]  # great_expectations.expectations.Expectation
+
+
+@cache
+def _context() -> Any:
+    import great_expectations as gx  # deferred: ~5 s import, only stages that gate pay it
+
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = {"globally": False}
+    return context
+
+
+def _validate(gate: str, name: str, check: Check) -> dict[str, Any]:
+    import great_expectations as gx
+
+    context = _context()
+    key = f"{gate}.{name}"
+    source = context.data_sources.add_or_update_pandas(key)
+    asset = source.add_dataframe_asset(name)
+    batch = asset.add_batch_definition_whole_dataframe("all")
+    suite = gx.ExpectationSuite(name=key, expectations=list(check.expectations))
+    suite = context.suites.add_or_update(suite)
+    definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=key, data=batch, suite=suite))
+    result = definition.run(batch_parameters={"dataframe": check.frame}, result_format="SUMMARY")
+    return result.to_json_dict()
+
+
+def _summarise(gate: str, results: Mapping[str, dict[str, Any]]) -> str:
+    lines = [f"quality gate '{gate}' failed:"]
+    for name, result in results.items():
+        for item in result["results"]:
+            if item["success"]:
+                continue
+            config = item["expectation_config"]
+            kwargs = {k: v for k, v in config["kwargs"].items() if k != "batch_id"}
+            detail = item.get("result", {})
+            count = detail.get("unexpected_count")
+            examples = (detail.get("partial_unexpected_list") or [])[:MAX_EXAMPLES]
+            observed = detail.get("observed_value")
+            line = f"  - [{name}] {config['type']} {kwargs}"
+            if count is not None:
+                line += f": {count} of {detail.get('element_count')} rows fail, e.g. {examples}"
+            elif observed is not None:
+                line += f": observed {observed}"
+            if item.get("exception_info", {}).get("raised_exception"):
+                line += f": error {item['exception_info'].get('exception_message')}"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def run_gate(gate: str, checks: Mapping[str, Check], result_path: str | Path) -> dict[str, Any]:
+    """Validate every check, write all results to `result_path`, raise GateFailed if any failed."""
+    results = {name: _validate(gate, name, check) for name, check in checks.items()}
+    success = all(result["success"] for result in results.values())
+    report = {"gate": gate, "success": success, "checks": results}
+    write_json(result_path, report)
+    if not success:
+        raise GateFailed(_summarise(gate, results) + f"\n  full result: {result_path}")
+    return report

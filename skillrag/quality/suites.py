@@ -1,0 +1,90 @@
+"""The expectations of each artifact kind (DESIGN §2), as frames + Great Expectations suites."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import great_expectations.expectations as gxe
+import pandas as pd
+
+from skillrag.config import PrepareParams
+from skillrag.data.sampling import split_sizes
+from skillrag.eval.metrics import normalize
+from skillrag.files import read_jsonl
+from skillrag.quality.gate import Check, run_gate
+
+
+def question_checks(rows: Sequence[Mapping[str, Any]], expected: Mapping[str, Mapping[str, int]]) -> dict[str, Check]:
+    """ids unique, question non-empty, answers a non-empty list, no question text in two splits,
+    and each (split, dataset) file holding the expected number of questions. `rows` are the raw
+    stored rows (with `split` and `dataset`), so one run reports every problem at once."""
+    frame = pd.DataFrame(
+        [
+            {
+                "id": row.get("id"),
+                "question": str(row.get("question") or "").strip(),
+                "key": normalize(str(row.get("question") or "")),
+                "n_answers": len([a for a in row.get("answers") or [] if str(a).strip()]),
+            }
+            for row in rows
+        ],
+        columns=["id", "question", "key", "n_answers"],
+    )
+    found = Counter((row.get("split"), row.get("dataset")) for row in rows)
+    sizes = pd.DataFrame(
+        [
+            {"file": f"{split}/{dataset}", "count": found[(split, dataset)], "expected": count}
+            for split, by_dataset in expected.items()
+            for dataset, count in by_dataset.items()
+        ],
+        columns=["file", "count", "expected"],
+    )
+    return {
+        "rows": Check(
+            frame,
+            [
+                gxe.ExpectTableRowCountToBeBetween(min_value=1),
+                gxe.ExpectColumnValuesToBeUnique(column="id"),
+                gxe.ExpectColumnValuesToBeUnique(column="key"),
+                gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=1),
+                gxe.ExpectColumnValuesToBeBetween(column="n_answers", min_value=1),
+            ],
+        ),
+        "sizes": Check(sizes, [gxe.ExpectColumnPairValuesToBeEqual(column_A="count", column_B="expected")]),
+    }
+
+
+def index_checks(passage_ids: Sequence[str], texts: Sequence[str], counts: Mapping[str, int], smoke_hits: Sequence[bool]) -> dict[str, Check]:
+    """Corpus ids unique and texts non-empty; every backend holds as many docs as the corpus;
+    smoke queries (passage titles) find a passage of that title in the top 10."""
+    passages = pd.DataFrame({"id": list(passage_ids), "text": list(texts)})
+    index = pd.DataFrame(
+        [{"backend": name, "count": count, "expected": len(passage_ids)} for name, count in counts.items()],
+        columns=["backend", "count", "expected"],
+    )
+    checks = {
+        "passages": Check(
+            passages,
+            [
+                gxe.ExpectTableRowCountToBeBetween(min_value=1),
+                gxe.ExpectColumnValuesToBeUnique(column="id"),
+                gxe.ExpectColumnValueLengthsToBeBetween(column="text", min_value=1),
+            ],
+        ),
+        "index": Check(index, [gxe.ExpectColumnPairValuesToBeEqual(column_A="count", column_B="expected")]),
+    }
+    if smoke_hits:
+        checks["smoke"] = Check(
+            pd.DataFrame({"hit": list(smoke_hits)}),
+            [gxe.ExpectColumnValuesToBeInSet(column="hit", value_set=[True], mostly=0.8)],
+        )
+    return checks
+
+
+def gate_questions(questions_dir: Path, params: PrepareParams) -> dict[str, Any]:
+    """The gate after `prepare`: reads the written splits back and validates them."""
+    rows = [row for path in sorted(questions_dir.glob("*/*.jsonl")) for row in read_jsonl(path)]
+    return run_gate("questions", question_checks(rows, split_sizes(params)), questions_dir / "validation.json")

@@ -1,0 +1,46 @@
+"""Shared fixtures: the shared data bundle beside the checkout, and small question sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skillrag.env import apply_offline_defaults
+
+apply_offline_defaults()
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not (SHARED_DATA / "corpus" / "passages.jsonl").exists():
+        pytest.fail(f"the shared data bundle is missing at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def make_bundle(root: Path, datasets: dict[str, int]) -> Path:
+    """A local bundle in the shared-data schema with `n` questions per dataset."""
+    for dataset, n in datasets.items():
+        rows = [
+            {
+                "id": f"{dataset}-{i}",
+                "question": f"What is item {i} of {dataset}?",
+                "answers": [f"answer {i}"],
+                "dataset": dataset,
+                "orig_split": "dev",
+                "gold_context_in_corpus": i % 3 == 0,
+            }
+            for i in range(n)
+        ]
+        write_rows(root / dataset / "questions.jsonl", rows)
+    return root

@@ -1,0 +1,52 @@
+"""Real Great Expectations runs: good data passes, each kind of bad data fails with a summary."""
+
+import json
+
+import pytest
+
+from skillrag.config import PrepareParams
+from skillrag.data.prepare import prepare_questions
+from skillrag.files import read_jsonl, write_jsonl
+from skillrag.quality import GateFailed
+from skillrag.quality.suites import gate_questions
+from tests.conftest import make_bundle
+
+DATASETS = {"hotpotqa": 12, "nq": 12, "triviaqa": 12, "musique": 4, "2wiki": 4}
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    params = PrepareParams(local_dir=make_bundle(tmp_path / "bundle", DATASETS), train_size=6, dev_size=9, eval_size=2)
+    out = tmp_path / "questions"
+    prepare_questions(params, out)
+    return params, out
+
+
+def test_good_questions_pass_and_result_is_written(prepared):
+    params, out = prepared
+    report = gate_questions(out, params)
+    assert report["success"]
+    assert json.loads((out / "validation.json").read_text())["success"] is True
+
+
+def test_duplicate_id_empty_question_and_no_answers_fail_with_examples(prepared):
+    params, out = prepared
+    path = out / "dev" / "nq.jsonl"
+    rows = list(read_jsonl(path))
+    rows[0]["question"] = " "
+    rows[1]["id"] = rows[2]["id"]
+    rows[2]["answers"] = []
+    write_jsonl(path, rows)
+    with pytest.raises(GateFailed) as info:
+        gate_questions(out, params)
+    message = str(info.value)
+    assert "expect_column_values_to_be_unique" in message and rows[2]["id"] in message
+    assert "expect_column_value_lengths_to_be_between" in message
+    assert "expect_column_values_to_be_between {'column': 'n_answers'" in message
+    assert json.loads((out / "validation.json").read_text())["success"] is False
+
+
+def test_wrong_split_size_fails(prepared):
+    params, out = prepared
+    with pytest.raises(GateFailed, match="expect_column_pair_values_to_be_equal"):
+        gate_questions(out, params.model_copy(update={"eval_size": 3}))
