@@ -1,4 +1,5 @@
-"""What every flow shares: loading params the way the CLI does, and wrapping library calls as tasks."""
+"""What every flow shares: loading params the way the CLI does, and running a stage and its
+gate as two Prefect tasks around the library functions in `skillrag.stages`."""
 
 from __future__ import annotations
 
@@ -15,12 +16,17 @@ from skillrag.paths import Paths
 
 apply_offline_defaults()
 
-
-def stage_task(fn: Callable[..., Any], name: str) -> Any:
-    """A Prefect task around a library function. No Prefect caching: DVC decides what is stale."""
-    return task(fn, name=name, cache_policy=NO_CACHE, log_prints=True)
+StageFn = Callable[[Params, Paths], Any]
 
 
 def load(params_file: str | Path, profile: str | None, overrides: Sequence[str]) -> tuple[Params, Paths]:
     params_file = Path(params_file)
     return load_params(params_file, profile, list(overrides)), Paths(params_file.resolve().parent)
+
+
+def run_stage(stage: StageFn, gate: StageFn | None, params: Params, paths: Paths) -> Any:
+    """Run `stage` then its quality gate as tasks. No Prefect caching: DVC decides what is stale."""
+    result = task(stage, name=stage.__name__, cache_policy=NO_CACHE)(params, paths)
+    if gate is not None:
+        task(gate, name=gate.__name__, cache_policy=NO_CACHE)(params, paths)
+    return result

@@ -16,6 +16,7 @@ from skillrag.env import apply_offline_defaults
 
 apply_offline_defaults()
 
+from skillrag import stages  # noqa: E402
 from skillrag.config import ConfigError, Params, load_params  # noqa: E402
 from skillrag.files import DataError  # noqa: E402
 from skillrag.paths import Paths  # noqa: E402
@@ -64,14 +65,45 @@ def _fail(message: str) -> None:
 def prepare() -> None:
     """Sample the train/dev prober pools and the per-dataset evaluation sets into data/questions/."""
     params, paths = state.params(), state.paths()
-    from skillrag.data.prepare import prepare_questions
-    from skillrag.quality.suites import gate_questions
-
-    counts = prepare_questions(params.prepare, paths.questions)
+    counts = stages.prepare(params, paths)
     for split, by_dataset in counts.items():
         console.print(f"{split:>5}: " + ", ".join(f"{d} {n}" for d, n in by_dataset.items()))
-    gate_questions(paths.questions, params.prepare)
+    stages.gate_prepare(params, paths)
     console.print(f"[green]questions written to {paths.questions} and passed the gate[/]")
+
+
+@app.command()
+def index() -> None:
+    """Write the corpus as a pyserini JsonCollection (data/corpus/) and build the Lucene and bm25s
+    BM25 indexes (data/index/), then run the index quality gate."""
+    params, paths = state.params(), state.paths()
+    result = stages.index(params, paths)
+    console.print(
+        f"indexed {result.passages} passages in {result.seconds:.1f} s "
+        f"(Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s)"
+    )
+    stages.gate_index(params, paths)
+    console.print(f"[green]index written to {paths.index} and passed the gate[/]")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Free-text query.")],
+    k: Annotated[int, typer.Option("-k", help="How many passages to show.")] = 5,
+    backend: Annotated[str | None, typer.Option(help="lucene or bm25s (default: retrieval.backend).")] = None,
+) -> None:
+    """Search the BM25 index and print ranked passages with title, id and score."""
+    params, paths = state.params(), state.paths()
+    from rich.table import Table
+
+    from skillrag.retrieval import open_retriever
+
+    retriever = open_retriever(backend or params.retrieval.backend, paths.index, params.retrieval.k1, params.retrieval.b)
+    table = Table("rank", "score", "id", "title", "text", show_lines=True)
+    for rank, hit in enumerate(retriever.search(query, k), start=1):
+        text = hit.passage.text if len(hit.passage.text) <= 200 else hit.passage.text[:200] + " ..."
+        table.add_row(str(rank), f"{hit.score:.2f}", hit.passage.id, hit.passage.title, text)
+    Console().print(table)
 
 
 def run() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from skillrag.config import PrepareParams
+from skillrag.config import IndexParams, PrepareParams
 from skillrag.data.sampling import split_sizes
 from skillrag.eval.metrics import normalize
 from skillrag.files import read_jsonl
@@ -88,3 +88,32 @@ def gate_questions(questions_dir: Path, params: PrepareParams) -> dict[str, Any]
     """The gate after `prepare`: reads the written splits back and validates them."""
     rows = [row for path in sorted(questions_dir.glob("*/*.jsonl")) for row in read_jsonl(path)]
     return run_gate("questions", question_checks(rows, split_sizes(params)), questions_dir / "validation.json")
+
+
+def _read_collection(corpus_dir: Path) -> pd.DataFrame:
+    rows = []
+    for path in sorted(corpus_dir.glob("*.jsonl")):
+        for row in read_jsonl(path):
+            title, _, text = str(row.get("contents", "")).partition("\n")
+            rows.append({"id": str(row.get("id", "")), "title": title, "text": text.strip()})
+    return pd.DataFrame(rows, columns=["id", "title", "text"])
+
+
+def gate_index(corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float, b: float) -> dict[str, Any]:
+    """The gate after `index`: the written collection, both indexes' doc counts, and smoke queries
+    (the titles of `smoke_queries` evenly spaced passages, each expected to retrieve a passage of
+    that title in the Lucene top 10)."""
+    from skillrag.retrieval import LuceneRetriever
+    from skillrag.retrieval.bm25s_backend import count_bm25s_docs
+    from skillrag.retrieval.lucene_backend import count_lucene_docs
+
+    collection = _read_collection(corpus_dir)
+    counts = {"lucene": count_lucene_docs(index_dir / "lucene"), "bm25s": count_bm25s_docs(index_dir / "bm25s")}
+    hits = []
+    if params.smoke_queries and len(collection):
+        retriever = LuceneRetriever(index_dir, k1=k1, b=b)
+        step = max(1, len(collection) // params.smoke_queries)
+        for title in collection["title"].iloc[::step].head(params.smoke_queries):
+            hits.append(any(hit.passage.title == title for hit in retriever.search(title, 10)))
+    checks = index_checks(collection["id"].tolist(), collection["text"].tolist(), counts, hits)
+    return run_gate("index", checks, index_dir / "validation.json")
