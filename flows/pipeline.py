@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from prefect import flow
 
 from flows.common import load, run_stage
-from skillrag import stages
-
-STAGES = (
-    (stages.prepare, stages.gate_prepare),
-    (stages.index, stages.gate_index),
-)
+from flows.stages import STAGES
 
 
 @flow(name="pipeline")
-def pipeline_flow(params_file: str | Path = "params.yaml", profile: str | None = None, overrides: Sequence[str] = ()) -> None:
+def pipeline_flow(
+    params_file: str = "params.yaml", profile: str | None = None, overrides: Sequence[str] = (), until: str | None = None
+) -> None:
+    """Run the stages in order; `until` stops after the named stage."""
     params, paths = load(params_file, profile, overrides)
-    for stage, gate in STAGES:
+    for name, (stage, gate) in STAGES.items():
         run_stage(stage, gate, params, paths)
+        if name == until:
+            break
 
 
 if __name__ == "__main__":

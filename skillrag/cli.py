@@ -87,6 +87,34 @@ def index() -> None:
 
 
 @app.command()
+def extract() -> None:
+    """Answer the train/dev questions closed-book and with BM25 top-k, capturing the prober's
+    hidden states in the same generation (data/states/). Resumes an interrupted run."""
+    params, paths = state.params(), state.paths()
+    summary = stages.extract(params, paths)
+    console.print(f"{summary['rows']} rows in {summary['shards']} shards")
+    for key, n in summary["by_split_strategy_label"].items():
+        console.print(f"  {key}: {n}")
+    stages.gate_extract(params, paths)
+    console.print(f"[green]states written to {paths.states} and passed the gate[/]")
+
+
+@app.command("train-probe")
+def train_probe() -> None:
+    """Train one prober per layer on the train states; report dev AUROC/accuracy/ECE per layer,
+    for the ensemble and for the entropy baseline (reports/probe_metrics.json)."""
+    params, paths = state.params(), state.paths()
+    report = stages.train_probe(params, paths)
+    best = max((m["auroc"] or 0.0, layer) for layer, m in report["per_layer"].items())
+    console.print(
+        f"dev AUROC: ensemble {report['ensemble']['auroc']}, best layer {best[1]} ({best[0]:.3f}), "
+        f"entropy baseline {report['entropy_baseline']['auroc']}"
+    )
+    stages.gate_train_probe(params, paths)
+    console.print(f"[green]prober written to {paths.probe}; metrics in {paths.probe_metrics}[/]")
+
+
+@app.command()
 def search(
     query: Annotated[str, typer.Argument(help="Free-text query.")],
     k: Annotated[int, typer.Option("-k", help="How many passages to show.")] = 5,

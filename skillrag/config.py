@@ -68,6 +68,7 @@ class ProbeParams(_Section):
     batch_size: int = Field(32, ge=1)
     weight_decay: float = 0.01
     threshold: float = Field(0.0, ge=-0.5, le=0.5)
+    min_dev_auroc: float = Field(0.5, ge=0.0, le=1.0)
     seed: int = 13
 
 

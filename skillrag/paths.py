@@ -43,3 +43,11 @@ class Paths:
     @property
     def reports(self) -> Path:
         return self.root / "reports"
+
+    @property
+    def figures(self) -> Path:
+        return self.reports / "figures"
+
+    @property
+    def probe_metrics(self) -> Path:
+        return self.reports / "probe_metrics.json"

@@ -41,3 +41,56 @@ def gate_index(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.quality.suites import gate_index as run
 
     return run(paths.corpus, paths.index, params.index, params.retrieval.k1, params.retrieval.b)
+
+
+def open_lm(params: Params) -> Any:
+    from skillrag.lm.loading import load_lm
+
+    return load_lm(params.lm.model, device=params.lm.device, dtype=params.lm.dtype)
+
+
+def open_retriever(params: Params, paths: Paths) -> Any:
+    from skillrag.retrieval import open_retriever as open_backend
+
+    return open_backend(params.retrieval.backend, paths.index, params.retrieval.k1, params.retrieval.b)
+
+
+def extract(params: Params, paths: Paths) -> dict[str, Any]:
+    """Answer the train+dev questions per strategy with state capture into data/states/."""
+    from skillrag.data.prepare import load_split
+    from skillrag.probe.extract import extract_states, resolve_layers
+
+    questions = [q for split in ("train", "dev") for qs in load_split(paths.questions, split).values() for q in qs]
+    retriever = open_retriever(params, paths) if "single_step" in params.extract.strategies else None
+    lm = open_lm(params)
+    return extract_states(
+        lm,
+        retriever,
+        questions,
+        paths.states,
+        strategies=params.extract.strategies,
+        layers=resolve_layers(params.lm.layers, lm.num_layers),
+        k=params.retrieval.k,
+        max_new_tokens=params.lm.max_new_tokens,
+        batch_size=params.lm.batch_size,
+        shard_size=params.extract.shard_size,
+    )
+
+
+def gate_extract(params: Params, paths: Paths) -> dict[str, Any]:
+    from skillrag.quality.suites import gate_states
+
+    return gate_states(paths.states)
+
+
+def train_probe(params: Params, paths: Paths) -> dict[str, Any]:
+    """Per-layer probers -> data/probe/, dev metrics -> reports/probe_metrics.json + plot."""
+    from skillrag.probe.fit import fit_probe
+
+    return fit_probe(paths.states, paths.probe, paths.probe_metrics, paths.figures / "probe_reliability.png", params.probe)
+
+
+def gate_train_probe(params: Params, paths: Paths) -> dict[str, Any]:
+    from skillrag.quality.suites import gate_probe
+
+    return gate_probe(paths.probe_metrics, params.probe.min_dev_auroc)

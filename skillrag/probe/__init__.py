@@ -1,0 +1,10 @@
+"""Hidden-state probers: one small MLP per layer, their ensemble, training and calibration.
+
+Only the ensemble is imported here, so that methods which just score answers do not pay for
+sklearn and matplotlib; training and calibration live in `skillrag.probe.training` and
+`skillrag.probe.calibration`.
+"""
+
+from skillrag.probe.prober import ProbeError, Prober
+
+__all__ = ["ProbeError", "Prober"]

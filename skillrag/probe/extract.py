@@ -1,0 +1,173 @@
+"""Stage `extract`: the prober's training data.
+
+For every train/dev question and every strategy (closed-book `no_retrieval`; `single_step` over
+the BM25 top-k for the question) the LM answers with the same CoT prompt the methods use at
+inference time, capturing the hidden states of the prober's layers in the same generation.
+Each row is labelled by ACC (a normalised gold answer occurs in the answer line).
+
+Resumable: shards are written to `<out>.partial/` as they complete; a re-run with the same
+inputs (same fingerprint) skips finished (question, strategy) pairs, and the folder is moved
+to `<out>` only when every pair is done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from skillrag.data.schema import Question
+from skillrag.eval.metrics import accuracy, exact_match
+from skillrag.files import write_json
+from skillrag.lm.base import LM, default_layers
+from skillrag.probe.states import read_rows, write_shard
+from skillrag.prompts import load_prompt
+from skillrag.prompts.cot import STOP, Prompt, cot_prompt, parse_answer
+from skillrag.retrieval.base import Retriever
+
+Task = tuple[Question, str]  # (question, strategy)
+
+
+def resolve_layers(spec: str | Sequence[int], num_layers: int) -> list[int]:
+    """`posterior_two_thirds` (paper §3.1), `all`, or explicit 1-based layer ids (validated)."""
+    if spec == "posterior_two_thirds":
+        return default_layers(num_layers)
+    if spec == "all":
+        return list(range(1, num_layers + 1))
+    layers = sorted(set(int(x) for x in spec))
+    bad = [x for x in layers if not 1 <= x <= num_layers]
+    if bad:
+        raise ValueError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
+    return layers
+
+
+def fingerprint(model: str, layers: Sequence[int], strategies: Sequence[str], max_new_tokens: int, k: int, questions: Sequence[Question]) -> str:
+    """Everything that changes the rows: a partial run is resumed only when this matches."""
+    material = json.dumps(
+        {
+            "model": model,
+            "layers": list(layers),
+            "strategies": list(strategies),
+            "max_new_tokens": max_new_tokens,
+            "k": k,
+            "questions": [q.id for q in questions],
+            "prompts": [load_prompt("cot_fewshot"), load_prompt("cot_passages_fewshot")],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def _chunks(items: Sequence[Task], size: int) -> Iterator[Sequence[Task]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _prompts(tasks: Sequence[Task], retriever: Retriever | None, k: int) -> list[Prompt]:
+    needs_passages = [q.question for q, strategy in tasks if strategy == "single_step"]
+    if needs_passages and retriever is None:
+        raise ValueError("strategy single_step needs a retriever")
+    hits = iter(retriever.batch_search(needs_passages, k) if needs_passages else [])
+    return [
+        cot_prompt(q.question, [h.passage for h in next(hits)] if strategy == "single_step" else ())
+        for q, strategy in tasks
+    ]
+
+
+def _row(question: Question, strategy: str, prompt: Prompt, text: str, entropies: Sequence[float], prompt_tokens: int) -> dict[str, Any]:
+    _, answer = parse_answer(text)
+    return {
+        "id": question.id,
+        "dataset": question.dataset,
+        "split": question.split,
+        "strategy": strategy,
+        "prompt_hash": hashlib.sha1(prompt.text.encode()).hexdigest()[:12],
+        "text": text,
+        "answer": answer,
+        "em": int(exact_match(answer, question.answers)),
+        "acc": int(accuracy(answer, question.answers)),
+        "mean_entropy": float(np.mean(entropies)) if len(entropies) else 0.0,
+        "prompt_tokens": prompt_tokens,
+        "new_tokens": len(entropies),
+    }
+
+
+def run_chunk(lm: LM, retriever: Retriever | None, tasks: Sequence[Task], layers: Sequence[int], k: int, max_new_tokens: int, batch_size: int) -> tuple[list[dict[str, Any]], dict[int, torch.Tensor]]:
+    """Answer every task, batching prompts that share a few-shot prefix."""
+    prompts = _prompts(tasks, retriever, k)
+    rows: list[dict[str, Any]] = []
+    hidden: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+    for start in range(0, len(tasks), batch_size):
+        batch = list(range(start, min(start + batch_size, len(tasks))))
+        for prefix in dict.fromkeys(prompts[i].prefix for i in batch):
+            group = [i for i in batch if prompts[i].prefix == prefix]
+            gens = lm.generate([prompts[i].text for i in group], max_new_tokens, stop=STOP, capture=layers, prefix=prefix)
+            for i, gen in zip(group, gens):
+                question, strategy = tasks[i]
+                rows.append(_row(question, strategy, prompts[i], gen.text, gen.entropies, gen.prompt_tokens))
+                if gen.hidden is None:
+                    raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {list(layers)}")
+                for layer in layers:
+                    hidden[layer].append(gen.hidden[layer].float().cpu())
+    order = {(r["id"], r["strategy"]): n for n, r in enumerate(rows)}
+    position = [order[(q.id, s)] for q, s in tasks]
+    return [rows[n] for n in position], {layer: torch.stack(ts)[position] for layer, ts in hidden.items()}
+
+
+def extract_states(
+    lm: LM,
+    retriever: Retriever | None,
+    questions: Sequence[Question],
+    out_dir: Path,
+    *,
+    strategies: Sequence[str],
+    layers: Sequence[int],
+    k: int,
+    max_new_tokens: int,
+    batch_size: int,
+    shard_size: int,
+) -> dict[str, Any]:
+    """Write `out_dir` (see skillrag.probe.states); returns a summary with row counts per label."""
+    out_dir = Path(out_dir)
+    work = out_dir.with_name(out_dir.name + ".partial")
+    meta = {
+        "model": lm.name,
+        "layers": list(layers),
+        "hidden_size": lm.hidden_size,
+        "fingerprint": fingerprint(lm.name, layers, strategies, max_new_tokens, k, questions),
+    }
+    if work.exists() and json.loads((work / "meta.json").read_text()).get("fingerprint") != meta["fingerprint"]:
+        shutil.rmtree(work)  # inputs changed: the partial rows would be wrong
+    work.mkdir(parents=True, exist_ok=True)
+    write_json(work / "meta.json", meta)
+    finished = read_rows(work)
+    done = set(zip(finished["id"], finished["strategy"]))
+    todo = [(q, s) for s in strategies for q in questions if (q.id, s) not in done]
+    shard = len(list(work.glob("shard-*.parquet")))
+    with tqdm(total=len(questions) * len(strategies), initial=len(done), desc="extract", unit="answer") as bar:
+        for chunk in _chunks(todo, shard_size):
+            rows, hidden = run_chunk(lm, retriever, chunk, layers, k, max_new_tokens, batch_size)
+            write_shard(work, shard, rows, hidden)
+            shard += 1
+            bar.update(len(chunk))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(work, out_dir)
+    rows = read_rows(out_dir)
+    return {
+        "rows": len(rows),
+        "shards": shard,
+        "by_split_strategy_label": {
+            f"{split}/{strategy}/acc={label}": int(n)
+            for (split, strategy, label), n in rows.groupby(["split", "strategy", "acc"]).size().items()
+        },
+    }
+

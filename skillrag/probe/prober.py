@@ -1,0 +1,152 @@
+"""The prober ensemble: mean P(correct) over per-layer probers, saved as safetensors + probe.json.
+
+Weights are read only through safetensors (never pickle), so a probe directory from elsewhere
+cannot run code on load. `probe.json` records which model and hidden size the probers read,
+and loading refuses a prober built for another model: its scores would be meaningless.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from skillrag.files import atomic_path, write_json
+from skillrag.probe.model import LayerProber
+
+BUILD_HINT = "build it with `skillrag train-probe` (or `dvc repro train_probe`)"
+STRUCTURE_KEYS = ("layers", "hidden_size", "hidden", "threshold")
+
+
+class ProbeError(ValueError):
+    """A prober that cannot be used here (missing, for another model, or incomplete)."""
+
+
+def weights_file(directory: Path, layer: int) -> Path:
+    return directory / f"layer_{layer}.safetensors"
+
+
+class Prober:
+    """Per-layer probers on CPU; accepts an answer iff mean P(correct) > 0.5 + threshold.
+
+    `info` holds what the prober cannot know from its modules: training facts (params, the
+    sha256 of the training data) and, once saved or loaded, the model id.
+    """
+
+    def __init__(self, probers: Mapping[int, LayerProber], threshold: float, info: Mapping[str, Any]) -> None:
+        if not probers:
+            raise ProbeError("a Prober needs at least one layer")
+        sizes = {model.input_size for model in probers.values()}
+        if len(sizes) != 1:
+            raise ProbeError(f"per-layer probers disagree on the hidden size: {sorted(sizes)}")
+        self.probers = {layer: probers[layer].cpu().eval() for layer in sorted(probers)}
+        self.hidden_size = sizes.pop()
+        self.threshold = threshold
+        self.info = dict(info)
+
+    @property
+    def layers(self) -> list[int]:
+        return list(self.probers)
+
+    @property
+    def hidden(self) -> list[int]:
+        return next(iter(self.probers.values())).hidden
+
+    def layer_probs(self, features: Mapping[int, torch.Tensor]) -> dict[int, torch.Tensor]:
+        """P(correct) per layer, each [N], for features {layer: [N, hidden_size]}."""
+        missing = [layer for layer in self.layers if layer not in features]
+        if missing:
+            raise ProbeError(
+                f"hidden states lack layers {missing} that the prober reads (have {sorted(features)})"
+            )
+        probs = {}
+        with torch.inference_mode():
+            for layer, model in self.probers.items():
+                x = features[layer].to(device="cpu", dtype=torch.float32)
+                if x.shape[-1] != self.hidden_size:
+                    raise ProbeError(
+                        f"layer {layer} hidden states have size {x.shape[-1]}, the prober expects {self.hidden_size}"
+                    )
+                probs[layer] = model(x).softmax(dim=-1)[..., 1]
+        return probs
+
+    def score_batch(self, features: Mapping[int, torch.Tensor]) -> torch.Tensor:
+        """Mean over layers of P(correct), [N]."""
+        return torch.stack(list(self.layer_probs(features).values())).mean(dim=0)
+
+    def score(self, hidden: Mapping[int, torch.Tensor]) -> float:
+        """Mean P(correct) for one answer's hidden states {layer: [hidden_size]}."""
+        return float(self.score_batch({layer: h.reshape(1, -1) for layer, h in hidden.items()})[0])
+
+    def accepts(self, score: float) -> bool:
+        return score > 0.5 + self.threshold
+
+    def save(self, directory: str | Path, meta: Mapping[str, Any]) -> None:
+        """Write `layer_<l>.safetensors` per layer and `probe.json`, atomically as one directory.
+
+        `meta` adds facts known to the caller and must name the model ("model") unless `info`
+        already does; it may not override the structure keys, which come from the modules.
+        """
+        clash = sorted(set(meta) & set(STRUCTURE_KEYS))
+        if clash:
+            raise ValueError(f"meta may not set {clash}: they are read from the probers")
+        record = {
+            **self.info,
+            **meta,
+            "layers": self.layers,
+            "hidden_size": self.hidden_size,
+            "hidden": self.hidden,
+            "threshold": self.threshold,
+        }
+        if not record.get("model"):
+            raise ValueError("meta must name the model the prober reads, e.g. {'model': 'smollm2-135m'}")
+        with atomic_path(directory) as tmp:
+            tmp.mkdir()
+            for layer, model in self.probers.items():
+                save_file(model.state_dict(), weights_file(tmp, layer), metadata={"layer": str(layer)})
+            write_json(tmp / "probe.json", record)
+
+    @classmethod
+    def load(
+        cls, directory: str | Path, expected_model: str | None = None, expected_hidden_size: int | None = None
+    ) -> Prober:
+        """Read a saved prober, checking it was trained for `expected_model` / `expected_hidden_size`."""
+        directory = Path(directory)
+        record_file = directory / "probe.json"
+        if not record_file.is_file():
+            raise ProbeError(f"no trained prober at {directory} (no probe.json); {BUILD_HINT}")
+        try:
+            record = json.loads(record_file.read_text())
+            model_id, layers, hidden_size = record["model"], record["layers"], record["hidden_size"]
+            hidden, threshold = record["hidden"], record["threshold"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ProbeError(f"{record_file} is not a valid prober record ({err!r}); {BUILD_HINT}") from None
+        if expected_model is not None and model_id != expected_model:
+            raise ProbeError(
+                f"the prober at {directory} was trained for model {model_id!r}, not the current model "
+                f"{expected_model!r}; retrain: {BUILD_HINT}"
+            )
+        if expected_hidden_size is not None and hidden_size != expected_hidden_size:
+            raise ProbeError(
+                f"the prober at {directory} reads hidden size {hidden_size}, but the current model has "
+                f"hidden size {expected_hidden_size}; retrain: {BUILD_HINT}"
+            )
+        missing = [layer for layer in layers if not weights_file(directory, layer).is_file()]
+        if missing:
+            raise ProbeError(f"the prober at {directory} lacks weights for layers {missing}; {BUILD_HINT}")
+        probers = {}
+        for layer in layers:
+            model = LayerProber(hidden_size, hidden)
+            try:
+                model.load_state_dict(load_file(weights_file(directory, layer)))
+            except RuntimeError as err:
+                raise ProbeError(
+                    f"{weights_file(directory, layer)} does not match probe.json: {err}"
+                ) from None
+            probers[layer] = model
+        info = {key: value for key, value in record.items() if key not in STRUCTURE_KEYS}
+        return cls(probers, threshold, info)

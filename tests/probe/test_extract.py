@@ -1,0 +1,135 @@
+"""Stage `extract` with a rule-based fake LM and a term-overlap retriever: labels, batching
+order, resumption after an interruption, empty generations, and the states gate."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from skillrag.data.schema import Passage, Question
+from skillrag.lm.base import Generation
+from skillrag.probe.extract import extract_states, resolve_layers
+from skillrag.probe.states import load_features, read_meta, read_rows
+from skillrag.quality import GateFailed
+from skillrag.quality.suites import gate_states
+from tests.fakes import OverlapRetriever, hidden_state
+
+LAYERS = [2, 3]
+
+
+class RuleLM:
+    """Answers correctly when the prompt holds passages, wrongly closed-book; question 'q-empty'
+    gets an empty generation. Can be told to fail after `fail_after` generate calls."""
+
+    name, num_layers, hidden_size = "rule-lm", 3, 6
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.calls, self.fail_after, self.prompts = 0, fail_after, []
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None):
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise KeyboardInterrupt
+        self.calls += 1
+        out = []
+        for prompt in prompts:
+            assert prompt.startswith(prefix)
+            self.prompts.append(prompt)
+            body = prompt[len(prefix):]
+            question = body.rsplit("Question: ", 1)[1].removesuffix("\nRationale:")
+            if "empty" in question:
+                text = ""
+            else:
+                text = " Looked it up.\nAnswer: " + ("Paris" if body.startswith("Passages:") else "Rome")
+            n = len(text.split())
+            hidden = {l: hidden_state(question + text, l, self.hidden_size) for l in capture}
+            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, 10, hidden, "stop"))
+        return out
+
+
+def _questions() -> list[Question]:
+    qs = [Question(f"q-{i}", "nq", f"What is the capital number {i} of France?", ["Paris"], "train") for i in range(5)]
+    qs += [Question("q-dev", "nq", "Which city is the capital of France?", ["Paris"], "dev")]
+    qs += [Question("q-empty", "nq", "empty question about France?", ["Paris"], "dev")]
+    return qs
+
+
+RETRIEVER = OverlapRetriever([Passage("p1", "France", "Paris is the capital of France."), Passage("p2", "Rome", "Rome is in Italy.")])
+
+
+def _extract(lm, out, questions=None):
+    return extract_states(
+        lm, RETRIEVER, questions or _questions(), out,
+        strategies=["no_retrieval", "single_step"], layers=LAYERS, k=2, max_new_tokens=8, batch_size=3, shard_size=4,
+    )
+
+
+def test_rows_labels_and_states(tmp_path):
+    out = tmp_path / "states"
+    summary = _extract(RuleLM(), out)
+    rows = read_rows(out)
+    assert summary["rows"] == len(rows) == 14
+    assert set(rows.loc[rows.strategy == "single_step", "id"]) == {q.id for q in _questions()}
+    correct = rows.set_index(["id", "strategy"])["acc"]
+    assert correct[("q-1", "single_step")] == 1 and correct[("q-1", "no_retrieval")] == 0
+    assert correct[("q-empty", "single_step")] == 0  # empty generation: incorrect, no crash
+    features = load_features(out, rows)
+    assert set(features) == set(LAYERS) and features[2].shape == (14, 6)
+    row = rows.iloc[5]
+    question = next(q.question for q in _questions() if q.id == row["id"])
+    expected = hidden_state(question + row["text"], 3, 6)
+    assert torch.equal(features[3][5], expected)  # tensors stay aligned with their rows
+    assert read_meta(out)["hidden_size"] == 6
+    assert gate_states(out)["success"]
+
+
+def test_interrupted_run_resumes_without_redoing_work(tmp_path):
+    out = tmp_path / "states"
+    with pytest.raises(KeyboardInterrupt):
+        _extract(RuleLM(fail_after=3), out)  # shards 0 (4 rows) and part of shard 1 ran
+    assert not out.exists() and len(read_rows(tmp_path / "states.partial")) == 4
+    resumed = RuleLM()
+    _extract(resumed, out)
+    assert len(resumed.prompts) == 14 - 4
+    full = tmp_path / "full"
+    _extract(RuleLM(), full)
+    pd.testing.assert_frame_equal(read_rows(out), read_rows(full))
+
+
+def test_changed_inputs_discard_the_partial_run(tmp_path):
+    out = tmp_path / "states"
+    with pytest.raises(KeyboardInterrupt):
+        _extract(RuleLM(fail_after=3), out)
+    fresh = RuleLM()
+    _extract(fresh, out, _questions()[:-1])
+    assert len(fresh.prompts) == 12
+
+
+def test_gate_rejects_non_finite_states(tmp_path):
+    out = tmp_path / "states"
+    _extract(RuleLM(), out)
+    from safetensors.torch import load_file, save_file
+
+    shard = out / "shard-00000.safetensors"
+    tensors = load_file(str(shard))
+    tensors["layer_2"][0, 0] = float("nan")
+    save_file(tensors, str(shard))
+    with pytest.raises(GateFailed, match="finite"):
+        gate_states(out)
+
+
+def test_gate_rejects_train_rows_with_one_label(tmp_path):
+    out = tmp_path / "states"
+    extract_states(
+        RuleLM(), RETRIEVER, _questions(), out,
+        strategies=["single_step"], layers=LAYERS, k=2, max_new_tokens=8, batch_size=3, shard_size=4,
+    )  # with passages every train answer is right
+    with pytest.raises(GateFailed, match="expect_column_distinct_values_to_contain_set"):
+        gate_states(out)
+
+
+def test_resolve_layers():
+    assert resolve_layers("posterior_two_thirds", 30) == list(range(11, 31))
+    assert resolve_layers([3, 1, 3], 4) == [1, 3]
+    with pytest.raises(ValueError, match="layers 1..4"):
+        resolve_layers([0, 5], 4)

@@ -1,0 +1,21 @@
+import torch
+from torch import nn
+
+from skillrag.probe.model import LayerProber
+
+
+def test_layout_is_layernorm_then_linear_silu_blocks_then_two_logits():
+    model = LayerProber(16, [8, 4])
+    kinds = [type(block) for block in model.net]
+    assert kinds == [nn.LayerNorm, nn.Linear, nn.SiLU, nn.Linear, nn.SiLU, nn.Linear]
+    assert [block.out_features for block in model.net if isinstance(block, nn.Linear)] == [8, 4, 2]
+
+
+def test_returns_unnormalised_logits():
+    torch.manual_seed(0)
+    model = LayerProber(16, [8])
+    with torch.no_grad():
+        model.net[-1].bias.copy_(torch.tensor([5.0, -5.0]))
+        logits = model(torch.randn(5, 16))
+    assert logits.shape == (5, 2)
+    assert not torch.allclose(logits.sum(dim=-1), torch.ones(5))
