@@ -1,0 +1,38 @@
+"""Retrieval: Lucene BM25 through pyserini (default) and bm25s as a JVM-free option.
+
+`build_indexes` (the index stage) builds both; `open_retriever` picks one at query time from
+`retrieval.backend` in params.yaml.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skillrag.retrieval.base import Hit, IndexMissingError, Retriever
+from skillrag.retrieval.bm25s_backend import BM25sRetriever
+from skillrag.retrieval.index import IndexStats, build_indexes
+from skillrag.retrieval.lucene_backend import LuceneRetriever
+
+BACKENDS = ("lucene", "bm25s")
+
+
+def open_retriever(backend: str, index_dir: str | Path, k1: float = 0.9, b: float = 0.4) -> Retriever:
+    """The retriever for `backend` ("lucene" or "bm25s") over the indexes in `index_dir`."""
+    if backend == "lucene":
+        return LuceneRetriever(index_dir, k1=k1, b=b)
+    if backend == "bm25s":
+        return BM25sRetriever(index_dir, k1=k1, b=b)
+    raise ValueError(f"unknown retrieval backend {backend!r} (choose from {', '.join(BACKENDS)})")
+
+
+__all__ = [
+    "BACKENDS",
+    "BM25sRetriever",
+    "Hit",
+    "IndexMissingError",
+    "IndexStats",
+    "LuceneRetriever",
+    "Retriever",
+    "build_indexes",
+    "open_retriever",
+]
