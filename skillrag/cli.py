@@ -7,7 +7,7 @@ writes where dvc.yaml expects, so `dvc repro` and a hand-run command produce the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,7 +16,7 @@ from skillrag.env import apply_offline_defaults
 
 apply_offline_defaults()
 
-from skillrag import stages  # noqa: E402
+from skillrag import runtime, stages  # noqa: E402
 from skillrag.config import ConfigError, Params, load_params  # noqa: E402
 from skillrag.files import DataError  # noqa: E402
 from skillrag.paths import Paths  # noqa: E402
@@ -112,6 +112,80 @@ def train_probe() -> None:
     )
     stages.gate_train_probe(params, paths)
     console.print(f"[green]prober written to {paths.probe}; metrics in {paths.probe_metrics}[/]")
+
+
+@app.command()
+def evaluate() -> None:
+    """Run every method (evaluate.methods) on every evaluation set: one trace per question in
+    data/runs/<method>/<dataset>.jsonl (resumable), metrics and costs in reports/metrics.json."""
+    params, paths = state.params(), state.paths()
+    metrics = stages.evaluate(params, paths)
+    from rich.table import Table
+
+    table = Table("method", "dataset", "n", "EM", "ACC", "LLM calls", "retrievals", "latency s")
+    for method, by_dataset in metrics.items():
+        for dataset, m in by_dataset.items():
+            table.add_row(
+                method, dataset, str(m["n"]), f"{m['em']:.3f}", f"{m['acc']:.3f}",
+                f"{m['llm_calls']:.2f}", f"{m['retrievals']:.2f}", f"{m['latency_s']:.1f}",
+            )
+    Console().print(table)
+    stages.gate_evaluate(params, paths)
+    console.print(f"[green]traces in {paths.runs}, metrics in {paths.metrics}[/]")
+
+
+def _show_round(round_: Any) -> None:
+    score = "" if round_.score is None else f" score={round_.score:.3f} ({'accept' if round_.accepted else 'reject'})"
+    console.print(f"[bold]round {round_.index}[/] [cyan]{round_.stage}[/]{score}", highlight=False)
+    if round_.router_scores:
+        console.print("  router: " + ", ".join(f"{k}={v:.2f}" if v is not None else f"{k}=n/a" for k, v in round_.router_scores.items()), highlight=False)
+    for query in round_.queries:
+        console.print(f"  query: {query}", highlight=False)
+    if round_.passage_titles:
+        console.print("  passages: " + "; ".join(round_.passage_titles), highlight=False)
+    for note in round_.fallbacks:
+        console.print(f"  [yellow]fallback:[/] {note}", highlight=False)
+    if round_.answer:
+        console.print(f"  answer: {round_.answer}", highlight=False)
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    method: Annotated[str, typer.Option(help="no_retrieval, single_step, probing_rag or skill_rag.")] = "skill_rag",
+    json_output: Annotated[bool, typer.Option("--json", help="Print the full trace as JSON (no live rounds).")] = False,
+) -> None:
+    """Answer one question, showing each round (retrieval, prober score, skill) as it happens."""
+    import json
+
+    from skillrag.data.schema import Question
+    from skillrag.methods import METHODS, build_method
+
+    params, paths = state.params(), state.paths()
+    if method not in METHODS:
+        _fail(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    text = " ".join(question.split())
+    if not text:
+        _fail("the question is empty")
+    limit = params.methods.max_question_chars
+    if len(text) > limit:
+        console.print(f"[yellow]warning:[/] question truncated from {len(text):,} to {limit:,} characters (methods.max_question_chars)")
+        text = text[:limit]
+    with console.status("loading model, index and prober ..."):
+        parts = runtime.open_components(params, paths, METHODS[method].needs_prober)
+    trace = build_method(method, parts).answer(
+        Question(id="ask", dataset="ask", question=text, answers=[]), on_round=None if json_output else _show_round
+    )
+    if json_output:
+        print(json.dumps(trace.to_dict(), indent=2, ensure_ascii=False))
+        return
+    if trace.error:
+        console.print(f"[red]error:[/] {trace.error}")
+    console.print(
+        f"[bold green]answer:[/] {trace.answer or '(none)'}  [dim]({trace.termination}; "
+        f"{trace.totals.llm_calls} LLM calls, {trace.totals.retrievals} retrievals, {trace.totals.latency_s:.1f} s)[/]",
+        highlight=False,
+    )
 
 
 @app.command()

@@ -77,6 +77,15 @@ class MethodsParams(_Section):
     exit_mode: Literal["answer", "abstain"] = "answer"
     abstain_answer: str = "I cannot answer this question."
     router: Literal["prompt", "learned"] = "prompt"
+    max_question_chars: int = Field(2000, ge=50)  # longer questions are truncated (with a warning)
+
+
+class EvaluateParams(_Section):
+    methods: list[Literal["no_retrieval", "single_step", "probing_rag", "skill_rag"]] = [
+        "no_retrieval", "single_step", "probing_rag", "skill_rag"
+    ]
+    datasets: list[Dataset] = list(DATASETS)
+    limit: int | None = Field(None, ge=1)  # first N eval questions per dataset (None = all)
 
 
 class Params(_Section):
@@ -88,6 +97,7 @@ class Params(_Section):
     extract: ExtractParams = ExtractParams()
     probe: ProbeParams = ProbeParams()
     methods: MethodsParams = MethodsParams()
+    evaluate: EvaluateParams = EvaluateParams()
     profiles: dict[str, dict[str, Any]] = {}
 
 

@@ -37,8 +37,19 @@ class Paths:
         return self.root / "data" / "probe"
 
     @property
+    def router(self) -> Path:
+        return self.root / "data" / "router"
+
+    @property
     def runs(self) -> Path:
         return self.root / "data" / "runs"
+
+    def run_file(self, method: str, dataset: str) -> Path:
+        return self.runs / method / f"{dataset}.jsonl"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "reports" / "metrics.json"
 
     @property
     def reports(self) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from skillrag import runtime
 from skillrag.config import Params
 from skillrag.paths import Paths
 
@@ -43,26 +44,14 @@ def gate_index(params: Params, paths: Paths) -> dict[str, Any]:
     return run(paths.corpus, paths.index, params.index, params.retrieval.k1, params.retrieval.b)
 
 
-def open_lm(params: Params) -> Any:
-    from skillrag.lm.loading import load_lm
-
-    return load_lm(params.lm.model, device=params.lm.device, dtype=params.lm.dtype)
-
-
-def open_retriever(params: Params, paths: Paths) -> Any:
-    from skillrag.retrieval import open_retriever as open_backend
-
-    return open_backend(params.retrieval.backend, paths.index, params.retrieval.k1, params.retrieval.b)
-
-
 def extract(params: Params, paths: Paths) -> dict[str, Any]:
     """Answer the train+dev questions per strategy with state capture into data/states/."""
     from skillrag.data.prepare import load_split
     from skillrag.probe.extract import extract_states, resolve_layers
 
     questions = [q for split in ("train", "dev") for qs in load_split(paths.questions, split).values() for q in qs]
-    retriever = open_retriever(params, paths) if "single_step" in params.extract.strategies else None
-    lm = open_lm(params)
+    retriever = runtime.open_retriever(params, paths) if "single_step" in params.extract.strategies else None
+    lm = runtime.open_lm(params)
     return extract_states(
         lm,
         retriever,
@@ -94,3 +83,32 @@ def gate_train_probe(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.quality.suites import gate_probe
 
     return gate_probe(paths.probe_metrics, params.probe.min_dev_auroc)
+
+
+def evaluate(params: Params, paths: Paths) -> dict[str, Any]:
+    """Every method on every evaluation set: traces in data/runs/<method>/<dataset>.jsonl and
+    per (method, dataset) metrics and costs in reports/metrics.json."""
+    from skillrag.data.prepare import load_split
+    from skillrag.eval.runner import run_method
+    from skillrag.eval.summary import summarize
+    from skillrag.files import write_json
+    from skillrag.methods import METHODS, build_method
+
+    questions = load_split(paths.questions, "eval")
+    needs_prober = any(METHODS[name].needs_prober for name in params.evaluate.methods)
+    parts = runtime.open_components(params, paths, needs_prober)
+    metrics: dict[str, dict[str, Any]] = {}
+    for name in params.evaluate.methods:
+        method = build_method(name, parts)
+        for dataset in params.evaluate.datasets:
+            chosen = questions[dataset][: params.evaluate.limit]
+            traces = run_method(method, chosen, paths.run_file(name, dataset))
+            metrics.setdefault(name, {})[dataset] = summarize(traces)
+    write_json(paths.metrics, metrics)
+    return metrics
+
+
+def gate_evaluate(params: Params, paths: Paths) -> dict[str, Any]:
+    from skillrag.quality.suites import gate_runs
+
+    return gate_runs(paths, params.evaluate.methods, params.evaluate.datasets, params.evaluate.limit)

@@ -186,3 +186,38 @@ def gate_probe(metrics_file: Path, min_dev_auroc: float) -> dict[str, Any]:
         ),
     }
     return run_gate("probe", checks, Path(metrics_file).with_name("probe_validation.json"))
+
+
+def gate_runs(paths: Any, methods: Sequence[str], datasets: Sequence[str], limit: int | None) -> dict[str, Any]:
+    """The gate after `evaluate`: every evaluation question has exactly one trace per method,
+    each with a known termination, and an error trace carries its message."""
+    from skillrag.data.prepare import load_split
+    from skillrag.methods.trace import TERMINATIONS
+
+    expected = {dataset: [q.id for q in qs[:limit]] for dataset, qs in load_split(paths.questions, "eval").items()}
+    rows, counts = [], []
+    for method in methods:
+        for dataset in datasets:
+            traces = list(read_jsonl(paths.run_file(method, dataset))) if paths.run_file(method, dataset).exists() else []
+            ids = [t["question_id"] for t in traces]
+            counts.append({"run": f"{method}/{dataset}", "traced": len(set(ids) & set(expected[dataset])), "expected": len(expected[dataset])})
+            rows += [
+                {
+                    "key": f"{method}/{t['question_id']}",
+                    "termination": t["termination"],
+                    "explained": t["termination"] != "error" or bool(t.get("error")),
+                }
+                for t in traces
+            ]
+    checks = {
+        "coverage": Check(pd.DataFrame(counts), [gxe.ExpectColumnPairValuesToBeEqual(column_A="traced", column_B="expected")]),
+        "traces": Check(
+            pd.DataFrame(rows, columns=["key", "termination", "explained"]),
+            [
+                gxe.ExpectColumnValuesToBeUnique(column="key"),
+                gxe.ExpectColumnValuesToBeInSet(column="termination", value_set=list(TERMINATIONS)),
+                gxe.ExpectColumnValuesToBeInSet(column="explained", value_set=[True]),
+            ],
+        ),
+    }
+    return run_gate("runs", checks, paths.runs / "validation.json")

@@ -1,0 +1,18 @@
+"""QA methods as small pipelines over shared components; every one returns a Trace."""
+
+from skillrag.methods.base import Components, Method, Prober, answer_with
+from skillrag.methods.factory import METHODS, build_method
+from skillrag.methods.trace import TERMINATIONS, Cost, Round, Trace
+
+__all__ = [
+    "METHODS",
+    "TERMINATIONS",
+    "Components",
+    "Cost",
+    "Method",
+    "Prober",
+    "Round",
+    "Trace",
+    "answer_with",
+    "build_method",
+]

@@ -1,0 +1,300 @@
+"""Shared parts of every method: the components it runs on, call metering, the one helper that
+answers a question from passages (with hidden-state capture and the prober's verdict), and the
+per-question session that turns rounds into a Trace.
+
+Costs are counted by wrapping the LM and the retriever, so every call (answer, skill, router)
+is counted where it happens and no method can forget one. A method instance answers one
+question at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Protocol
+
+import torch
+
+from skillrag.config import MethodsParams, Params
+from skillrag.data.schema import Passage, Question
+from skillrag.lm.base import LM, Generation
+from skillrag.methods.trace import Cost, Round, Termination, Trace
+from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
+from skillrag.retrieval.base import Hit, Retriever
+from skillrag.skills.base import FailureState, Router, Routing
+from skillrag.skills.learned_router import state_vector
+from skillrag.skills.text import query_key
+
+OnRound = Callable[[Round], None]
+
+
+class Prober(Protocol):
+    """What methods need from the prober (skillrag.probe.prober.Prober fits)."""
+
+    @property
+    def layers(self) -> list[int]: ...
+
+    def score(self, hidden: Mapping[int, torch.Tensor]) -> float: ...
+
+    def accepts(self, score: float) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Components:
+    """Everything a method runs on. `router`: a ready router (the learned one); None builds the
+    prompt router from the LM when `params.router` is "prompt". `record_states` keeps each
+    answer's hidden vector in the trace (training data for the learned router)."""
+
+    lm: LM
+    retriever: Retriever
+    prober: Prober | None = None
+    params: MethodsParams = field(default_factory=MethodsParams)
+    k: int = 5
+    max_new_tokens: int = 96
+    router: Router | None = None
+    record_states: bool = False
+
+    @classmethod
+    def from_params(
+        cls,
+        params: Params,
+        lm: LM,
+        retriever: Retriever,
+        prober: Prober | None = None,
+        router: Router | None = None,
+        record_states: bool = False,
+    ) -> Components:
+        return cls(
+            lm,
+            retriever,
+            prober,
+            params.methods,
+            params.retrieval.k,
+            params.lm.max_new_tokens,
+            router,
+            record_states,
+        )
+
+
+class Meter:
+    """Costs accumulated since the last `take`."""
+
+    def __init__(self) -> None:
+        self.pending = Cost()
+
+    def take(self, latency_s: float) -> Cost:
+        taken, self.pending = replace(self.pending, latency_s=latency_s), Cost()
+        return taken
+
+
+class MeteredLM:
+    """The LM, counting calls and tokens on a Meter; a call counts even when it raises."""
+
+    def __init__(self, lm: LM, meter: Meter) -> None:
+        self.inner, self.meter = lm, meter
+        self.name, self.num_layers, self.hidden_size = lm.name, lm.num_layers, lm.hidden_size
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        capture: Sequence[int] | None = None,
+        prefix: str | None = None,
+    ) -> list[Generation]:
+        self.meter.pending.llm_calls += 1
+        out = self.inner.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix)
+        self.meter.pending.tokens_in += sum(g.prompt_tokens for g in out)
+        self.meter.pending.tokens_out += sum(g.new_tokens for g in out)
+        return out
+
+    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        self.meter.pending.llm_calls += 1
+        return self.inner.loglikelihood(prompt, continuations)
+
+
+class MeteredRetriever:
+    """The retriever, counting one retrieval per query."""
+
+    def __init__(self, retriever: Retriever, meter: Meter) -> None:
+        self.inner, self.meter = retriever, meter
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        self.meter.pending.retrievals += 1
+        return self.inner.search(query, k)
+
+    def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        self.meter.pending.retrievals += len(queries)
+        return self.inner.batch_search(queries, k)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One answer: parsed from a CoT generation over `passages`, with the prober's verdict."""
+
+    reasoning: str
+    answer: str
+    passages: tuple[Passage, ...]
+    hidden: Mapping[int, torch.Tensor] | None
+    score: float | None
+    accepted: bool | None
+
+
+def answer_with(
+    lm: LM, question: str, passages: Sequence[Passage], prober: Prober | None, max_new_tokens: int
+) -> Attempt:
+    """CoT-answer `question` over `passages` (closed-book when empty), capturing the prober's
+    layers in the same generation and scoring them."""
+    prompt = cot_prompt(question, passages)
+    capture = prober.layers if prober is not None else None
+    gen = lm.generate([prompt.text], max_new_tokens, stop=STOP, capture=capture, prefix=prompt.prefix)[0]
+    reasoning, answer = parse_answer(gen.text)
+    if prober is None:
+        return Attempt(reasoning, answer, tuple(passages), None, None, None)
+    if gen.hidden is None:
+        raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {capture}")
+    score = prober.score(gen.hidden)
+    return Attempt(reasoning, answer, tuple(passages), gen.hidden, score, prober.accepts(score))
+
+
+def interleave(ranked: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
+    """Round-robin over ranked lists, first occurrence of each passage, at most k."""
+    merged: dict[str, Passage] = {}
+    for rank in range(max((len(r) for r in ranked), default=0)):
+        for passages in ranked:
+            if rank < len(passages):
+                merged.setdefault(passages[rank].id, passages[rank])
+    return list(merged.values())[:k]
+
+
+class Session:
+    """One question's run: records rounds with their costs, remembers issued queries and the
+    latest attempt, and ends with a termination reason."""
+
+    def __init__(self, method: Method, question: Question, on_round: OnRound | None) -> None:
+        self.method, self.question, self.on_round = method, question, on_round
+        self.trace = Trace(
+            question.id, question.dataset, question.question, list(question.answers), method.name
+        )
+        self.issued: set[frozenset[str]] = set()
+        self.last: Attempt | None = None
+        self.started = self.mark = time.perf_counter()
+        method.meter.take(0.0)  # start from zero whatever happened before
+
+    def answer_round(
+        self,
+        stage: str,
+        queries: Sequence[str] = (),
+        routing: Routing | None = None,
+        fallbacks: Sequence[str] = (),
+    ) -> Attempt:
+        """Retrieve for `queries` (none: closed-book), answer, probe, record the round.
+
+        New evidence is interleaved with the previous round's passages, so a follow-up query
+        adds the missing piece instead of discarding what was already found.
+        """
+        m = self.method
+        passages: list[Passage] = []
+        if queries:
+            found = [[hit.passage for hit in m.retriever.search(q, m.parts.k)] for q in queries]
+            previous = list(self.last.passages) if self.last else []
+            passages = interleave([*found, previous], m.parts.k)
+            self.issued.update(query_key(q) for q in queries)
+        attempt = answer_with(m.lm, self.question.question, passages, m.parts.prober, m.parts.max_new_tokens)
+        state = None
+        if m.parts.record_states and m.parts.prober is not None and attempt.hidden is not None:
+            state = state_vector(attempt.hidden, m.parts.prober.layers).tolist()
+        self._record(
+            Round(
+                index=len(self.trace.rounds),
+                stage=stage,
+                answer=attempt.answer,
+                reasoning=attempt.reasoning,
+                queries=list(queries),
+                passage_ids=[p.id for p in passages],
+                passage_titles=[p.title for p in passages],
+                score=attempt.score,
+                accepted=attempt.accepted,
+                state=state,
+            ),
+            routing,
+            fallbacks,
+        )
+        self.last = attempt
+        return attempt
+
+    def decision_round(
+        self, stage: str, answer: str, routing: Routing | None = None, fallbacks: Sequence[str] = ()
+    ) -> None:
+        """Record a round that produced no new answer (an exit, or no new query left)."""
+        self._record(Round(index=len(self.trace.rounds), stage=stage, answer=answer), routing, fallbacks)
+
+    def _record(self, round_: Round, routing: Routing | None, fallbacks: Sequence[str]) -> None:
+        notes = [routing.fallback] if routing and routing.fallback else []
+        round_.fallbacks = [*notes, *fallbacks]
+        round_.router_scores = dict(routing.scores) if routing else {}
+        now = time.perf_counter()
+        round_.cost, self.mark = self.method.meter.take(now - self.mark), now
+        self.trace.rounds.append(round_)
+        if self.on_round is not None:
+            self.on_round(round_)
+
+    def failure_state(self, rejected: Attempt, round_index: int) -> FailureState:
+        return FailureState(
+            self.question.question,
+            rejected.reasoning,
+            rejected.answer,
+            rejected.passages,
+            rejected.hidden,
+            round_index,
+            frozenset(self.issued),
+        )
+
+    def stop(self, termination: Termination, answer: str | None = None) -> None:
+        self.trace.termination = termination
+        self.trace.answer = answer if answer is not None else (self.last.answer if self.last else "")
+
+    def fail(self, err: Exception) -> None:
+        """The question ends on an error (answer ""); the run goes on with the next question."""
+        self.trace.termination, self.trace.answer = "error", ""
+        self.trace.error = f"{type(err).__name__}: {err}"
+
+    def finish(self) -> Trace:
+        leftover = self.method.meter.take(0.0)
+        total = sum((r.cost for r in self.trace.rounds), leftover)
+        self.trace.totals = replace(total, latency_s=time.perf_counter() - self.started)
+        return self.trace
+
+
+class Method(ABC):
+    """A QA pipeline over shared components: `answer(question) -> Trace`."""
+
+    name: ClassVar[str]
+    needs_prober: ClassVar[bool] = False
+
+    def __init__(self, parts: Components) -> None:
+        if self.needs_prober and parts.prober is None:
+            raise ValueError(f"method {self.name!r} needs a trained prober")
+        self.parts = parts
+        self.meter = Meter()
+        self.lm = MeteredLM(parts.lm, self.meter)
+        self.retriever = MeteredRetriever(parts.retriever, self.meter)
+
+    def answer(self, question: Question, on_round: OnRound | None = None) -> Trace:
+        """Run the method on one question; `on_round` sees each round as it is recorded.
+
+        An exception inside the question ends it with termination "error" (message in the
+        trace) instead of ending the whole run.
+        """
+        session = Session(self, question, on_round)
+        try:
+            self.run(session)
+        except Exception as err:  # noqa: BLE001 - one question's failure is data, not a crash
+            session.fail(err)
+        return session.finish()
+
+    @abstractmethod
+    def run(self, session: Session) -> None:
+        """Record rounds on the session and end with `session.stop(...)`."""

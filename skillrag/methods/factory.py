@@ -1,0 +1,16 @@
+"""Methods by name, FlashRAG-style: `build_method(params-chosen name, components)`."""
+
+from __future__ import annotations
+
+from skillrag.methods.base import Components, Method
+from skillrag.methods.probing_rag import ProbingRAG
+from skillrag.methods.simple import NoRetrieval, SingleStep
+from skillrag.methods.skill_rag import SkillRAG
+
+METHODS: dict[str, type[Method]] = {m.name: m for m in (NoRetrieval, SingleStep, ProbingRAG, SkillRAG)}
+
+
+def build_method(name: str, parts: Components) -> Method:
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r} (choose from {', '.join(METHODS)})")
+    return METHODS[name](parts)

@@ -1,0 +1,45 @@
+"""Open the heavy components once, from params: the LM, the retriever, the prober, and the
+components a method runs on. `skillrag ask`, the evaluate stage and the flows share these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skillrag.config import Params
+from skillrag.paths import Paths
+
+
+def open_lm(params: Params) -> Any:
+    from skillrag.lm.loading import load_lm
+
+    return load_lm(params.lm.model, device=params.lm.device, dtype=params.lm.dtype)
+
+
+def open_retriever(params: Params, paths: Paths) -> Any:
+    from skillrag.retrieval import open_retriever as open_backend
+
+    return open_backend(params.retrieval.backend, paths.index, params.retrieval.k1, params.retrieval.b)
+
+
+def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
+    """The trained prober, checked against the LM it will read (model id and hidden size)."""
+    from skillrag.probe import Prober
+
+    prober = Prober.load(paths.probe, expected_model=lm.name, expected_hidden_size=lm.hidden_size)
+    prober.threshold = params.probe.threshold
+    return prober
+
+
+def open_components(params: Params, paths: Paths, needs_prober: bool, lm: Any = None) -> Any:
+    """Everything a method needs; the prober only when `needs_prober` (the baselines run without)."""
+    from skillrag.methods import Components
+
+    retriever = open_retriever(params, paths)
+    lm = lm if lm is not None else open_lm(params)
+    prober = open_prober(params, paths, lm) if needs_prober else None
+    router = None
+    if needs_prober and params.methods.router == "learned":
+        from skillrag.skills.learned_router import load_learned_router
+
+        router = load_learned_router(paths.router, expected_hidden_size=lm.hidden_size)
+    return Components.from_params(params, lm, retriever, prober, router)

@@ -1,0 +1,55 @@
+"""Failure diagnosis: routers pick a skill; skills write the next retrieval queries."""
+
+from skillrag.lm.base import LM
+from skillrag.skills.base import (
+    EXIT,
+    QUERY_SKILLS,
+    SKILL_NAMES,
+    FailureState,
+    Router,
+    Routing,
+    Skill,
+    SkillResult,
+    fallback_skill,
+)
+from skillrag.skills.decompose import QuestionDecomposition
+from skillrag.skills.exit import exit_answer
+from skillrag.skills.focus import EvidenceFocusing
+from skillrag.skills.learned_router import (
+    ExplorationRouter,
+    LearnedRouter,
+    build_router_dataset,
+    load_learned_router,
+    train_learned_router,
+)
+from skillrag.skills.rewrite import QueryRewriting
+from skillrag.skills.router import PromptRouter
+
+
+def build_skills(lm: LM) -> dict[str, Skill]:
+    """The three query skills by name (exit needs no LM: see exit_answer)."""
+    return {skill.name: skill(lm) for skill in (QueryRewriting, QuestionDecomposition, EvidenceFocusing)}
+
+
+__all__ = [
+    "EXIT",
+    "QUERY_SKILLS",
+    "SKILL_NAMES",
+    "EvidenceFocusing",
+    "ExplorationRouter",
+    "FailureState",
+    "LearnedRouter",
+    "PromptRouter",
+    "QueryRewriting",
+    "QuestionDecomposition",
+    "Router",
+    "Routing",
+    "Skill",
+    "SkillResult",
+    "build_router_dataset",
+    "build_skills",
+    "exit_answer",
+    "fallback_skill",
+    "load_learned_router",
+    "train_learned_router",
+]

@@ -1,0 +1,177 @@
+"""The learned router (beyond the paper): a logistic regression from the failure state's hidden
+vector to the skill that then worked, so routing costs no LLM call.
+
+Training data comes from traces run with `record_states` (best with the ExplorationRouter, so
+every skill gets tried): for every skill round that the prober accepted or that answered
+correctly, the previous round's hidden vector (the failure state the router saw) is labelled
+with that round's skill. Weights are stored as safetensors arrays plus a JSON record (classes,
+layers, hidden size), never pickle, so loading cannot run code.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from safetensors.numpy import load_file, save_file
+
+from skillrag.eval.metrics import accuracy
+from skillrag.files import atomic_path, write_json
+from skillrag.skills.base import QUERY_SKILLS, FailureState, Routing, fallback_skill
+
+if TYPE_CHECKING:
+    from skillrag.methods.trace import Trace
+
+WEIGHTS, RECORD = "router.safetensors", "router.json"
+
+
+def state_vector(hidden: Mapping[int, torch.Tensor], layers: Sequence[int]) -> np.ndarray:
+    """The failure state as one vector: the mean over `layers` of the pooled hidden states."""
+    return torch.stack([hidden[layer].float() for layer in layers]).mean(dim=0).numpy()
+
+
+class ExplorationRouter:
+    """For collecting training traces: every query skill gets tried, whatever a biased router
+    would prefer. Each question starts at its own skill (by a hash of its text) and cycles, so the
+    label is not confounded with the round index."""
+
+    def choose(self, state: FailureState) -> Routing:
+        offset = zlib.crc32(state.question.encode())
+        return Routing(QUERY_SKILLS[(offset + state.round - 1) % len(QUERY_SKILLS)])
+
+
+def build_router_dataset(traces: Iterable[Trace]) -> tuple[np.ndarray, list[str]]:
+    """(X [n, d], skill labels): failure states followed by a skill round that was accepted or correct."""
+    rows, labels = [], []
+    for trace in traces:
+        for before, after in zip(trace.rounds, trace.rounds[1:]):
+            worked = after.accepted or accuracy(after.answer, trace.golds)
+            if after.stage in QUERY_SKILLS and after.queries and worked and before.state is not None:
+                rows.append(before.state)
+                labels.append(after.stage)
+    if not rows:
+        raise ValueError(
+            "no recorded failure state was followed by a skill that worked; "
+            "run skill_rag with record_states on more questions"
+        )
+    return np.asarray(rows, dtype=np.float32), labels
+
+
+@dataclass(frozen=True, eq=False)
+class LearnedRouter:
+    """Standardise, then softmax(coef @ x + intercept) over `classes`."""
+
+    layers: tuple[int, ...]
+    classes: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray  # [len(classes), d]
+    intercept: np.ndarray  # [len(classes)]
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        logits = ((x - self.mean) / self.scale) @ self.coef.T + self.intercept
+        logits = logits - logits.max(axis=-1, keepdims=True)
+        odds = np.exp(logits)
+        return odds / odds.sum(axis=-1, keepdims=True)
+
+    def choose(self, state: FailureState) -> Routing:
+        hidden = state.hidden or {}
+        if any(layer not in hidden for layer in self.layers):
+            skill = fallback_skill(state.round)
+            return Routing(
+                skill, {}, f"router: failure state lacks layers {list(self.layers)} -> fixed order"
+            )
+        probs = self.probabilities(state_vector(hidden, self.layers))
+        scores = {skill: float(p) for skill, p in zip(self.classes, probs)}
+        if not np.isfinite(probs).all():
+            skill = fallback_skill(state.round)
+            return Routing(skill, scores, f"router: scores cannot decide -> fixed order ({skill})")
+        return Routing(self.classes[int(probs.argmax())], scores)
+
+    def save(self, directory: str | Path) -> None:
+        arrays = {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
+        with atomic_path(directory) as tmp:
+            tmp.mkdir()
+            save_file(
+                {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()}, tmp / WEIGHTS
+            )
+            write_json(
+                tmp / RECORD,
+                {
+                    "classes": list(self.classes),
+                    "layers": list(self.layers),
+                    "hidden_size": int(self.mean.shape[0]),
+                },
+            )
+
+
+def load_learned_router(directory: str | Path, expected_hidden_size: int | None = None) -> LearnedRouter:
+    """Read a saved router; refuse one trained on another hidden size (another model)."""
+    directory = Path(directory)
+    if not (directory / RECORD).is_file() or not (directory / WEIGHTS).is_file():
+        raise FileNotFoundError(f"no learned router at {directory} (expected {RECORD} and {WEIGHTS})")
+    record = json.loads((directory / RECORD).read_text())
+    if expected_hidden_size is not None and record["hidden_size"] != expected_hidden_size:
+        raise ValueError(
+            f"the learned router at {directory} reads hidden size {record['hidden_size']}, "
+            f"the current model has {expected_hidden_size}: retrain it"
+        )
+    arrays = load_file(str(directory / WEIGHTS))
+    return LearnedRouter(
+        tuple(record["layers"]),
+        tuple(record["classes"]),
+        arrays["mean"],
+        arrays["scale"],
+        arrays["coef"],
+        arrays["intercept"],
+    )
+
+
+def fit_router(x: np.ndarray, labels: Sequence[str], layers: Sequence[int], c: float = 1.0) -> LearnedRouter:
+    """Logistic regression on standardised features, stored in softmax form for every class count
+    (one class: a constant router; two: sklearn's single logit w becomes rows -w/2, +w/2)."""
+    from sklearn.linear_model import LogisticRegression  # only training needs sklearn (slow import)
+
+    classes = sorted(set(labels))
+    mean = x.mean(axis=0)
+    scale = np.where(x.std(axis=0) > 1e-6, x.std(axis=0), 1.0)
+    d = x.shape[1]
+    if len(classes) == 1:
+        coef, intercept = np.zeros((1, d)), np.zeros(1)
+    else:
+        model = LogisticRegression(C=c, max_iter=1000).fit((x - mean) / scale, labels)
+        coef, intercept = model.coef_, model.intercept_
+        if len(classes) == 2:
+            coef, intercept = (
+                np.vstack([-coef / 2, coef / 2]),
+                np.array([-intercept[0] / 2, intercept[0] / 2]),
+            )
+    f32 = np.float32
+    return LearnedRouter(
+        tuple(layers),
+        tuple(classes),
+        mean.astype(f32),
+        scale.astype(f32),
+        coef.astype(f32),
+        intercept.astype(f32),
+    )
+
+
+def train_learned_router(
+    traces: Iterable[Trace], layers: Sequence[int], out_dir: str | Path | None = None, c: float = 1.0
+) -> LearnedRouter:
+    """Build the dataset from traces, fit, and save to `out_dir` when given.
+
+    `layers` must be the layers the recorded states were averaged over (the prober's layers).
+    """
+    x, labels = build_router_dataset(traces)
+    router = fit_router(x, labels, layers, c)
+    if out_dir is not None:
+        router.save(out_dir)
+    return router

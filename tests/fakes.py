@@ -1,0 +1,167 @@
+"""Scripted fakes that make whole pipelines run on CPU in milliseconds (DSPy-style).
+
+FakeLM replies from a script in call order and fails loudly when the script runs out, so a
+test states exactly which calls a pipeline makes. Hidden states are a deterministic function
+of the reply text. FakeProber returns scripted scores; OverlapRetriever ranks a handful of
+passages by shared words.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from skillrag.data.schema import Passage
+from skillrag.lm.base import Generation
+from skillrag.retrieval.base import Hit
+
+
+def hidden_state(text: str, layer: int, size: int) -> torch.Tensor:
+    """A fixed pseudo-random vector per (text, layer)."""
+    seed = zlib.crc32(f"{layer}:{text}".encode())
+    return torch.randn(size, generator=torch.Generator().manual_seed(seed))
+
+
+class FakeLM:
+    """`replies` answer generate calls (one per prompt) and `likelihoods` answer loglikelihood
+    calls, both in order; an Exception in either script is raised at that call."""
+
+    name = "fake-lm"
+    num_layers = 4
+    hidden_size = 8
+
+    def __init__(
+        self,
+        replies: Sequence[str | Exception] = (),
+        likelihoods: Sequence[Sequence[float] | Exception] = (),
+    ) -> None:
+        self.replies = list(replies)
+        self.likelihoods = list(likelihoods)
+        self.calls: list[tuple[str, str]] = []  # (kind, prompt)
+
+    @staticmethod
+    def _next(script: list, kind: str, prompt: str):
+        if not script:
+            raise AssertionError(f"FakeLM: no scripted {kind} reply left for prompt ending {prompt[-80:]!r}")
+        item = script.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        capture: Sequence[int] | None = None,
+        prefix: str | None = None,
+    ) -> list[Generation]:
+        out = []
+        for prompt in prompts:
+            assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
+            self.calls.append(("generate", prompt))
+            text = self._next(self.replies, "generate", prompt)
+            hidden = (
+                {layer: hidden_state(text, layer, self.hidden_size) for layer in capture} if capture else None
+            )
+            n = len(text.split())
+            out.append(
+                Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden, "stop")
+            )
+        return out
+
+    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        self.calls.append(("loglikelihood", prompt))
+        scores = list(self._next(self.likelihoods, "loglikelihood", prompt))
+        assert len(scores) == len(continuations)
+        return scores
+
+    def kinds(self) -> list[str]:
+        """Which prompt each call answered: "router" (loglikelihood), "cot", or "skill_<name>"."""
+        return ["router" if kind == "loglikelihood" else _kind(prompt) for kind, prompt in self.calls]
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.replies and not self.likelihoods
+
+
+_ENDINGS = {
+    "Rationale:": "cot",
+    "Missing fact query:": "skill_evidence_focusing",
+    "Queries:\n-": "skill_question_decomposition",
+    "Query:": "skill_query_rewriting",
+}
+
+
+def _kind(prompt: str) -> str:
+    return next(kind for ending, kind in _ENDINGS.items() if prompt.endswith(ending))
+
+
+class FakeProber:
+    """Scores in call order; accepts above 0.5. Checks the captured layers reach it."""
+
+    def __init__(self, scores: Sequence[float], layers: Sequence[int] = (2, 4)) -> None:
+        self.scores = list(scores)
+        self._layers = list(layers)
+
+    @property
+    def layers(self) -> list[int]:
+        return self._layers
+
+    def score(self, hidden: Mapping[int, torch.Tensor]) -> float:
+        assert set(self._layers) <= set(hidden), (
+            f"prober layers {self._layers} not captured: {sorted(hidden)}"
+        )
+        if not self.scores:
+            raise AssertionError("FakeProber: no scripted score left")
+        return self.scores.pop(0)
+
+    def accepts(self, score: float) -> bool:
+        return score > 0.5
+
+
+_WORD = re.compile(r"\w+")
+_STOP_TEXT = "a an the of in on to is was were by for and or what who which when where how did do"
+_STOP = frozenset(_STOP_TEXT.split())
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+class OverlapRetriever:
+    """Ranks passages by how many query words they share (ties: corpus order); records queries."""
+
+    def __init__(self, passages: Sequence[Passage]) -> None:
+        self.passages = list(passages)
+        self.queries: list[str] = []
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        self.queries.append(query)
+        words = _terms(query)
+        scored = [(len(words & _terms(p.contents)), i, p) for i, p in enumerate(self.passages)]
+        ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))
+        return [Hit(p, float(score)) for score, _, p in ranked[:k]]
+
+    def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        return [self.search(q, k) for q in queries]
+
+
+CORPUS = [
+    Passage("cast", "Cast Away", "Cast Away is a 2000 film directed by Robert Zemeckis, starring Tom Hanks."),
+    Passage(
+        "zemeckis", "Robert Zemeckis", "Robert Zemeckis (born May 14, 1952) is an American film director."
+    ),
+    Passage("hanks", "Tom Hanks", "Tom Hanks is an American actor known for Forrest Gump and Cast Away."),
+    Passage("fedex", "FedEx", "FedEx is an American delivery company founded in 1971."),
+    Passage("gump", "Forrest Gump", "Forrest Gump is a 1994 film directed by Robert Zemeckis."),
+    Passage("moon", "Apollo 11", "Apollo 11 landed the first humans on the Moon in 1969."),
+]
+
+
+def answer(text: str, reasoning: str = "Thinking.") -> str:
+    """A CoT reply as the model would write it after `Rationale:`."""
+    return f" {reasoning}\nAnswer: {text}"

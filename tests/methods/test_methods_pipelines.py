@@ -1,0 +1,301 @@
+"""Every path through the methods, on a scripted LM, scripted prober and a six-passage corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skillrag.config import MethodsParams, load_params
+from skillrag.data.schema import Question
+from skillrag.methods import Components, Round, Trace, build_method
+from skillrag.methods.base import interleave
+from skillrag.skills import QUERY_SKILLS, LearnedRouter, build_router_dataset
+from skillrag.skills.router import LABELS
+from tests.conftest import REPO
+from tests.fakes import CORPUS, FakeLM, FakeProber, OverlapRetriever, answer
+
+QUESTION = Question("q1", "hotpotqa", "In what year was the director of Cast Away born?", ["1952"])
+PRIOR = [0.0, 0.0, 0.0, 0.0]  # the router's one-off calibration call
+LOW = 0.1  # a prober score that rejects
+
+
+def pick(skill: str) -> list[float]:
+    """Router likelihoods that favour `skill`."""
+    return [0.0 if name == skill else -5.0 for name in LABELS]
+
+
+def run(name, replies, scores=(), likelihoods=(), with_router=None, record_states=False, **params):
+    lm = FakeLM(replies, likelihoods)
+    retriever = OverlapRetriever(CORPUS)
+    prober = FakeProber(scores) if scores else None
+    parts = Components(
+        lm,
+        retriever,
+        prober,
+        MethodsParams(**params),
+        k=2,
+        max_new_tokens=16,
+        router=with_router,
+        record_states=record_states,
+    )
+    trace = build_method(name, parts).answer(QUESTION)
+    assert trace.termination == "error" or lm.exhausted, "the script was not fully used"
+    return trace, lm, retriever
+
+
+def stages(trace: Trace) -> list[str]:
+    return [r.stage for r in trace.rounds]
+
+
+def test_no_retrieval_answers_closed_book():
+    trace, _, retriever = run("no_retrieval", [answer("1952", "He was born in 1952.")])
+    assert stages(trace) == ["no_retrieval"]
+    assert (trace.answer, trace.termination) == ("1952", "done")
+    assert trace.rounds[0].reasoning == "He was born in 1952."
+    assert trace.rounds[0].score is None and trace.rounds[0].passage_ids == []
+    assert (trace.totals.llm_calls, trace.totals.retrievals, trace.totals.tokens_out) == (1, 0, 7)
+    assert trace.totals.tokens_in > 0 and retriever.queries == []
+
+
+def test_single_step_retrieves_once_with_the_question():
+    trace, lm, retriever = run("single_step", [answer("1952")])
+    assert retriever.queries == [QUESTION.question]
+    round_ = trace.rounds[0]
+    assert (round_.stage, round_.queries, round_.passage_ids) == (
+        "retrieval",
+        [QUESTION.question],
+        ["cast", "zemeckis"],
+    )
+    assert round_.passage_titles == ["Cast Away", "Robert Zemeckis"]
+    assert "Robert Zemeckis (born May 14, 1952)" in lm.calls[0][1]
+    assert (trace.termination, trace.totals.retrievals) == ("done", 1)
+
+
+@pytest.mark.parametrize("name", ["probing_rag", "skill_rag"])
+def test_stage_one_accept_skips_retrieval(name):
+    trace, _, retriever = run(name, [answer("1952")], scores=[0.9])
+    assert stages(trace) == ["no_retrieval"]
+    assert (trace.termination, trace.answer, trace.rounds[0].score) == ("accepted", "1952", 0.9)
+    assert retriever.queries == []
+
+
+@pytest.mark.parametrize("name", ["probing_rag", "skill_rag"])
+def test_stage_two_accept_after_one_retrieval(name):
+    trace, _, retriever = run(name, [answer("Tom Hanks"), answer("1952")], scores=[LOW, 0.8])
+    assert stages(trace) == ["no_retrieval", "retrieval"]
+    assert [r.accepted for r in trace.rounds] == [False, True]
+    assert (trace.termination, trace.answer) == ("accepted", "1952")
+    assert retriever.queries == [QUESTION.question]
+
+
+def test_probing_rag_requeries_with_answer_then_reasoning_never_repeating():
+    replies = [
+        answer("Tom Hanks"),
+        answer("Tom Hanks", "A."),
+        answer("Tom Hanks", "Zemeckis directed it."),
+        answer("1952"),
+    ]
+    trace, _, retriever = run("probing_rag", replies, scores=[LOW, LOW, LOW, 0.9])
+    q = QUESTION.question
+    assert stages(trace) == ["no_retrieval", "retrieval", "requery", "requery"]
+    assert retriever.queries == [q, f"{q} Tom Hanks", f"{q} Zemeckis directed it."]
+    assert (trace.termination, trace.answer) == ("accepted", "1952")
+
+
+def test_probing_rag_stops_at_max_rounds_with_the_last_answer():
+    replies = [answer("a"), answer("b"), answer("c"), answer("d")]
+    trace, *_ = run("probing_rag", replies, scores=[LOW] * 4, max_rounds=2)
+    assert stages(trace) == ["no_retrieval", "retrieval", "requery", "requery"]
+    assert (trace.termination, trace.answer, trace.totals.llm_calls) == ("max_rounds", "d", 4)
+
+
+def test_probing_rag_is_exhausted_when_every_requery_was_issued():
+    trace, *_ = run("probing_rag", ["", ""], scores=[LOW, LOW])
+    assert stages(trace) == ["no_retrieval", "retrieval"]
+    assert trace.termination == "exhausted"
+
+
+SKILL_OUTPUTS = {
+    "query_rewriting": (" Robert Zemeckis birth year", ["Robert Zemeckis birth year"]),
+    "question_decomposition": (
+        " director of Cast Away\n- Robert Zemeckis born",
+        ["director of Cast Away", "Robert Zemeckis born"],
+    ),
+    "evidence_focusing": (" Robert Zemeckis year of birth", ["Robert Zemeckis year of birth"]),
+}
+
+
+@pytest.mark.parametrize("skill", QUERY_SKILLS)
+def test_skill_round_uses_the_routed_skill_and_its_queries(skill):
+    output, queries = SKILL_OUTPUTS[skill]
+    replies = [answer("Tom Hanks"), answer("Steven Spielberg"), output, answer("1952")]
+    trace, lm, retriever = run("skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=[PRIOR, pick(skill)])
+    assert lm.kinds() == ["cot", "cot", "router", "router", f"skill_{skill}", "cot"]
+    assert stages(trace) == ["no_retrieval", "retrieval", skill]
+    third = trace.rounds[2]
+    assert third.queries == queries and retriever.queries == [QUESTION.question, *queries]
+    assert third.router_scores[skill] == 0.0 and set(third.router_scores) == set(LABELS)
+    assert third.fallbacks == []
+    assert "zemeckis" in third.passage_ids
+    assert (third.cost.llm_calls, third.cost.retrievals) == (
+        4,
+        len(queries),
+    )  # calibration, route, skill, answer
+    assert (trace.termination, trace.answer, trace.totals.llm_calls) == ("accepted", "1952", 6)
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"), [("answer", "Steven Spielberg"), ("abstain", "I cannot answer this question.")]
+)
+def test_exit_stops_with_current_answer_or_abstains(mode, expected):
+    replies = [answer("Tom Hanks"), answer("Steven Spielberg")]
+    trace, lm, _ = run(
+        "skill_rag", replies, scores=[LOW, LOW], likelihoods=[PRIOR, pick("exit")], exit_mode=mode
+    )
+    assert stages(trace) == ["no_retrieval", "retrieval", "exit"]
+    assert (trace.termination, trace.answer, trace.rounds[-1].answer) == ("exit", expected, expected)
+    assert lm.kinds() == ["cot", "cot", "router", "router"]
+
+
+def test_skill_rag_stops_at_max_rounds():
+    replies = [
+        answer("a"),
+        answer("b"),
+        " Zemeckis film director",
+        answer("c"),
+        " Forrest Gump director",
+        answer("d"),
+    ]
+    likelihoods = [PRIOR, pick("query_rewriting"), pick("evidence_focusing")]
+    trace, *_ = run("skill_rag", replies, scores=[LOW] * 4, likelihoods=likelihoods, max_rounds=2)
+    assert stages(trace) == ["no_retrieval", "retrieval", "query_rewriting", "evidence_focusing"]
+    assert (trace.termination, trace.answer) == ("max_rounds", "d")
+    assert trace.totals.llm_calls == 2 + 1 + 2 * 3
+
+
+def test_a_repeated_skill_query_is_replaced_by_the_fallback():
+    replies = [
+        answer("a"),
+        answer("Robert Zemeckis"),
+        " Zemeckis birth year",
+        answer("b"),
+        " birth year Zemeckis",
+        answer("c"),
+    ]
+    likelihoods = [PRIOR, pick("query_rewriting"), pick("query_rewriting")]
+    trace, _, retriever = run("skill_rag", replies, scores=[LOW, LOW, LOW, 0.9], likelihoods=likelihoods)
+    repeat = trace.rounds[3]
+    assert repeat.fallbacks == ["query_rewriting: output repeats an issued query -> fallback"]
+    assert repeat.queries == ["year director cast away born b"]  # question words + current answer
+    assert len({frozenset(q.lower().split()) for q in retriever.queries}) == len(retriever.queries)
+
+
+def test_unusable_router_scores_fall_back_to_the_fixed_order():
+    nan = float("nan")
+    replies = [answer("a"), answer("b"), " Robert Zemeckis born", answer("1952")]
+    trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=[PRIOR, [nan, nan, nan, nan]])
+    round_ = trace.rounds[2]
+    assert round_.stage == "query_rewriting"  # first in the fixed order
+    assert round_.fallbacks[0].startswith("router: scores cannot decide")
+    assert set(trace.to_dict()["rounds"][2]["router_scores"].values()) == {None}
+
+
+@pytest.mark.parametrize(
+    ("output", "why"),
+    [("", "is empty"), (" In what year was the director of Cast Away born", "echoes the question")],
+)
+def test_unusable_skill_output_falls_back(output, why):
+    replies = [answer("a"), answer("Robert Zemeckis"), output, answer("1952")]
+    trace, *_ = run(
+        "skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=[PRIOR, pick("query_rewriting")]
+    )
+    round_ = trace.rounds[2]
+    assert round_.fallbacks == [f"query_rewriting: output {why} -> fallback"]
+    assert round_.queries == ["year director cast away born robert zemeckis"]
+
+
+def test_an_lm_error_ends_the_question_not_the_run():
+    trace, *_ = run("skill_rag", [answer("a"), RuntimeError("CUDA out of memory")], scores=[LOW])
+    assert (trace.termination, trace.answer, trace.error) == ("error", "", "RuntimeError: CUDA out of memory")
+    assert stages(trace) == ["no_retrieval"]
+    assert (trace.totals.llm_calls, trace.totals.retrievals) == (
+        2,
+        1,
+    )  # the failed call and its retrieval count
+
+
+def test_on_round_sees_each_round_as_it_is_recorded():
+    seen: list[Round] = []
+    lm = FakeLM([answer("a"), answer("1952")])
+    method = build_method(
+        "probing_rag", Components(lm, OverlapRetriever(CORPUS), FakeProber([LOW, 0.9]), k=2)
+    )
+    trace = method.answer(QUESTION, on_round=seen.append)
+    assert seen == trace.rounds and len(seen) == 2
+
+
+def test_learned_router_routes_without_an_llm_call():
+    router = LearnedRouter(
+        (2, 4),
+        ("evidence_focusing", "query_rewriting"),
+        np.zeros(8, np.float32),
+        np.ones(8, np.float32),
+        np.zeros((2, 8), np.float32),
+        np.array([1.0, 0.0], np.float32),
+    )
+    replies = [answer("a"), answer("b"), " Robert Zemeckis born", answer("1952")]
+    trace, lm, _ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], with_router=router, router="learned")
+    assert lm.kinds() == ["cot", "cot", "skill_evidence_focusing", "cot"]
+    assert trace.rounds[2].stage == "evidence_focusing"
+    assert set(trace.rounds[2].router_scores) == {"evidence_focusing", "query_rewriting"}
+
+
+def test_recorded_states_become_router_training_rows():
+    replies = [answer("a"), answer("b"), " Robert Zemeckis born", answer("1952")]
+    trace, *_ = run(
+        "skill_rag",
+        replies,
+        scores=[LOW, LOW, 0.9],
+        likelihoods=[PRIOR, pick("evidence_focusing")],
+        record_states=True,
+    )
+    assert all(len(r.state) == FakeLM.hidden_size for r in trace.rounds)
+    x, labels = build_router_dataset([trace])
+    assert labels == ["evidence_focusing"] and x.shape == (1, FakeLM.hidden_size)
+    assert np.allclose(x[0], trace.rounds[1].state)  # the failure state before the skill that worked
+
+
+def test_factory_rejects_what_it_cannot_build():
+    lm, retriever = FakeLM(), OverlapRetriever(CORPUS)
+    with pytest.raises(ValueError, match="unknown method 'flare'"):
+        build_method("flare", Components(lm, retriever))
+    with pytest.raises(ValueError, match="needs a trained prober"):
+        build_method("probing_rag", Components(lm, retriever))
+    with pytest.raises(ValueError, match="pass the trained router"):
+        build_method("skill_rag", Components(lm, retriever, FakeProber([]), MethodsParams(router="learned")))
+
+
+def test_components_from_params_take_each_stage_setting():
+    params = load_params(
+        REPO / "params.yaml", overrides=["retrieval.k=3", "lm.max_new_tokens=20", "methods.exit_mode=abstain"]
+    )
+    parts = Components.from_params(params, FakeLM(), OverlapRetriever(CORPUS), record_states=True)
+    assert (parts.k, parts.max_new_tokens, parts.params.exit_mode, parts.record_states) == (
+        3,
+        20,
+        "abstain",
+        True,
+    )
+
+
+def test_interleave_alternates_lists_without_duplicates_up_to_k():
+    a, b, c, d = CORPUS[:4]
+    assert interleave([[a, b, c], [b, d]], k=3) == [a, b, d]
+    assert interleave([[a], [c, d], []], k=5) == [a, c, d]
+
+
+def test_follow_up_evidence_is_interleaved_with_the_previous_passages():
+    replies = [answer("a"), answer("b"), " Apollo 11 Moon landing", answer("c")]
+    likelihoods = [PRIOR, pick("query_rewriting")]
+    trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=likelihoods)
+    assert [r.passage_ids for r in trace.rounds[1:]] == [["cast", "zemeckis"], ["moon", "cast"]]

@@ -1,0 +1,77 @@
+"""The CLI's contract with a user: clear errors for bad input, truncation with a warning, live rounds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from skillrag import cli, runtime
+from skillrag.data.schema import Passage
+from skillrag.methods import Components
+from tests.conftest import REPO
+from tests.fakes import FakeLM, OverlapRetriever
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def params_file(tmp_path) -> Path:
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["prepare"]["local_dir"] = str(REPO.parent / "shared" / "data")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
+def invoke(params_file: Path, *args: str):
+    """Run the CLI as the console script does (errors -> exit 1 with a message, no traceback)."""
+    try:
+        result = runner.invoke(cli.app, ["--params", str(params_file), *args], catch_exceptions=False)
+    except Exception as err:  # noqa: BLE001 - mirror cli.run()'s handling
+        return 1, str(err)
+    return result.exit_code, result.output
+
+
+def test_empty_question_is_refused(params_file):
+    code, out = invoke(params_file, "ask", "   ", "--method", "no_retrieval")
+    assert code == 1 and "question is empty" in out
+
+
+def test_unknown_method_is_refused(params_file):
+    code, out = invoke(params_file, "ask", "Who?", "--method", "magic")
+    assert code == 1 and "unknown method 'magic'" in out
+
+
+def test_missing_index_names_the_command_that_builds_it(params_file):
+    code, out = invoke(params_file, "search", "anything")
+    assert code == 1 and "skillrag index" in out
+
+
+def test_long_question_is_truncated_with_a_warning(params_file, monkeypatch):
+    lm = FakeLM(replies=[" Thinking.\nAnswer: Paris"])
+    retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
+    monkeypatch.setattr(runtime, "open_components", lambda *a, **k: Components(lm, retriever))
+    code, out = invoke(params_file, "ask", "capital " * 2500, "--method", "no_retrieval", "--json")
+    assert code == 0, out
+    assert "truncated from 19,999 to 2,000 characters" in out
+    trace = json.loads(out[out.index("{"):])
+    assert len(trace["question"]) == 2000 and trace["answer"] == "Paris"
+
+
+def test_ask_shows_rounds_live(params_file, monkeypatch):
+    lm = FakeLM(replies=[" It is Paris.\nAnswer: Paris"])
+    retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
+    monkeypatch.setattr(runtime, "open_components", lambda *a, **k: Components(lm, retriever))
+    code, out = invoke(params_file, "ask", "What is the capital of France?", "--method", "single_step")
+    assert code == 0, out
+    assert "round 0" in out and "passages: Paris" in out and "answer: Paris" in out
+
+
+def test_help_lists_every_stage():
+    out = runner.invoke(cli.app, ["--help"]).output
+    for command in ("prepare", "index", "extract", "train-probe", "evaluate", "ask", "search"):
+        assert command in out
