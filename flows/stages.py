@@ -22,6 +22,7 @@ STAGES: dict[str, tuple[StageFn, StageFn | None]] = {
     "index": (stages.index, stages.gate_index),
     "extract": (stages.extract, stages.gate_extract),
     "train_probe": (stages.train_probe, stages.gate_train_probe),
+    "train_router": (stages.train_router, None),
     "evaluate": (stages.evaluate, stages.gate_evaluate),
 }
 

@@ -114,6 +114,18 @@ def train_probe() -> None:
     console.print(f"[green]prober written to {paths.probe}; metrics in {paths.probe_metrics}[/]")
 
 
+@app.command("train-router")
+def train_router() -> None:
+    """Train the learned skill router (methods.router: learned) from failure states of skill_rag
+    runs on train questions, where every query skill gets explored (data/router/)."""
+    params, paths = state.params(), state.paths()
+    summary = stages.train_router(params, paths)
+    console.print(
+        f"{summary['examples']} training examples from {summary['questions']} questions: {summary['by_skill']}"
+    )
+    console.print(f"[green]learned router written to {paths.router}[/]")
+
+
 @app.command()
 def evaluate() -> None:
     """Run every method (evaluate.methods) on every evaluation set: one trace per question in

@@ -80,6 +80,11 @@ class MethodsParams(_Section):
     max_question_chars: int = Field(2000, ge=50)  # longer questions are truncated (with a warning)
 
 
+class RouterParams(_Section):
+    train_questions: int = Field(40, ge=1)  # train questions run with the exploration router
+    c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
+
+
 class EvaluateParams(_Section):
     methods: list[Literal["no_retrieval", "single_step", "probing_rag", "skill_rag"]] = [
         "no_retrieval", "single_step", "probing_rag", "skill_rag"
@@ -97,6 +102,7 @@ class Params(_Section):
     extract: ExtractParams = ExtractParams()
     probe: ProbeParams = ProbeParams()
     methods: MethodsParams = MethodsParams()
+    train_router: RouterParams = RouterParams()
     evaluate: EvaluateParams = EvaluateParams()
     profiles: dict[str, dict[str, Any]] = {}
 

@@ -41,6 +41,10 @@ class Paths:
         return self.root / "data" / "router"
 
     @property
+    def router_traces(self) -> Path:
+        return self.root / "data" / "router_traces.jsonl"
+
+    @property
     def runs(self) -> Path:
         return self.root / "data" / "runs"
 

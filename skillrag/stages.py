@@ -85,6 +85,36 @@ def gate_train_probe(params: Params, paths: Paths) -> dict[str, Any]:
     return gate_probe(paths.probe_metrics, params.probe.min_dev_auroc)
 
 
+def train_router(params: Params, paths: Paths) -> dict[str, Any]:
+    """The learned router: skill_rag with the exploration router (every query skill gets tried)
+    on the first `train_router.train_questions` train questions, recording failure states
+    (traces in data/router/traces.jsonl, resumable), then a logistic regression from failure
+    state to the skill that worked (data/router/)."""
+    from collections import Counter
+
+    from skillrag.data.prepare import load_split
+    from skillrag.eval.runner import run_method
+    from skillrag.methods import Components, build_method
+    from skillrag.skills import ExplorationRouter, build_router_dataset, train_learned_router
+    from skillrag.skills.learned_router import record_untrained
+
+    train = [q for qs in load_split(paths.questions, "train").values() for q in qs]
+    train = sorted(train, key=lambda q: q.id)[: params.train_router.train_questions]
+    lm = runtime.open_lm(params)
+    prober = runtime.open_prober(params, paths, lm)
+    parts = Components.from_params(
+        params, lm, runtime.open_retriever(params, paths), prober, router=ExplorationRouter(), record_states=True
+    )
+    traces = run_method(build_method("skill_rag", parts), train, paths.router_traces)
+    try:
+        _, labels = build_router_dataset(traces)
+    except ValueError as err:
+        record_untrained(paths.router, f"{err} ({len(traces)} questions run)")
+        return {"questions": len(traces), "examples": 0, "by_skill": {}}
+    train_learned_router(traces, prober.layers, paths.router, c=params.train_router.c)
+    return {"questions": len(traces), "examples": len(labels), "by_skill": dict(Counter(labels))}
+
+
 def evaluate(params: Params, paths: Paths) -> dict[str, Any]:
     """Every method on every evaluation set: traces in data/runs/<method>/<dataset>.jsonl and
     per (method, dataset) metrics and costs in reports/metrics.json."""

@@ -28,7 +28,7 @@ from skillrag.skills.base import QUERY_SKILLS, FailureState, Routing, fallback_s
 if TYPE_CHECKING:
     from skillrag.methods.trace import Trace
 
-WEIGHTS, RECORD = "router.safetensors", "router.json"
+WEIGHTS, RECORD, STATUS = "router.safetensors", "router.json", "status.json"
 
 
 def state_vector(hidden: Mapping[int, torch.Tensor], layers: Sequence[int]) -> np.ndarray:
@@ -115,7 +115,12 @@ def load_learned_router(directory: str | Path, expected_hidden_size: int | None 
     """Read a saved router; refuse one trained on another hidden size (another model)."""
     directory = Path(directory)
     if not (directory / RECORD).is_file() or not (directory / WEIGHTS).is_file():
-        raise FileNotFoundError(f"no learned router at {directory} (expected {RECORD} and {WEIGHTS})")
+        status = directory / STATUS
+        why = f": {json.loads(status.read_text())['reason']}" if status.is_file() else ""
+        raise FileNotFoundError(
+            f"no learned router at {directory}{why}; run `skillrag train-router` "
+            "(or `dvc repro train_router`), or use methods.router=prompt"
+        )
     record = json.loads((directory / RECORD).read_text())
     if expected_hidden_size is not None and record["hidden_size"] != expected_hidden_size:
         raise ValueError(
@@ -175,3 +180,11 @@ def train_learned_router(
     if out_dir is not None:
         router.save(out_dir)
     return router
+
+
+def record_untrained(out_dir: str | Path, reason: str) -> None:
+    """Leave a note instead of weights when the traces hold no usable example, so the pipeline
+    goes on and `load_learned_router` explains why there is no router."""
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        write_json(tmp / STATUS, {"trained": False, "reason": reason})

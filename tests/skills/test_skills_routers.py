@@ -147,3 +147,11 @@ def test_exploration_router_tries_every_skill_from_a_per_question_start():
     assert sorted(cycle) == sorted(SKILLS)
     starts = {router.choose(FailureState(f"question {i}", "", "", (), None, 1)).skill for i in range(12)}
     assert starts == set(SKILLS)
+
+
+def test_untrained_router_note_explains_why_loading_fails(tmp_path):
+    from skillrag.skills.learned_router import load_learned_router, record_untrained
+
+    record_untrained(tmp_path / "router", "no recorded failure state was followed by a skill that worked")
+    with pytest.raises(FileNotFoundError, match="no recorded failure state.*skillrag train-router"):
+        load_learned_router(tmp_path / "router")
