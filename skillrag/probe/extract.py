@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +100,17 @@ def _row(question: Question, strategy: str, prompt: Prompt, text: str, entropies
     }
 
 
-def run_chunk(lm: LM, retriever: Retriever | None, tasks: Sequence[Task], layers: Sequence[int], k: int, max_new_tokens: int, batch_size: int) -> tuple[list[dict[str, Any]], dict[int, torch.Tensor]]:
-    """Answer every task, batching prompts that share a few-shot prefix."""
+def run_chunk(
+    lm: LM,
+    retriever: Retriever | None,
+    tasks: Sequence[Task],
+    layers: Sequence[int],
+    k: int,
+    max_new_tokens: int,
+    batch_size: int,
+    on_batch: Callable[[int], None] = lambda n: None,
+) -> tuple[list[dict[str, Any]], dict[int, torch.Tensor]]:
+    """Answer every task, batching prompts that share a few-shot prefix; `on_batch(n)` after each batch."""
     prompts = _prompts(tasks, retriever, k)
     rows: list[dict[str, Any]] = []
     hidden: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
@@ -117,6 +126,7 @@ def run_chunk(lm: LM, retriever: Retriever | None, tasks: Sequence[Task], layers
                     raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {list(layers)}")
                 for layer in layers:
                     hidden[layer].append(gen.hidden[layer].float().cpu())
+        on_batch(len(batch))
     order = {(r["id"], r["strategy"]): n for n, r in enumerate(rows)}
     position = [order[(q.id, s)] for q, s in tasks]
     return [rows[n] for n in position], {layer: torch.stack(ts)[position] for layer, ts in hidden.items()}
@@ -154,10 +164,9 @@ def extract_states(
     shard = len(list(work.glob("shard-*.parquet")))
     with tqdm(total=len(questions) * len(strategies), initial=len(done), desc="extract", unit="answer") as bar:
         for chunk in _chunks(todo, shard_size):
-            rows, hidden = run_chunk(lm, retriever, chunk, layers, k, max_new_tokens, batch_size)
+            rows, hidden = run_chunk(lm, retriever, chunk, layers, k, max_new_tokens, batch_size, bar.update)
             write_shard(work, shard, rows, hidden)
             shard += 1
-            bar.update(len(chunk))
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(work, out_dir)
