@@ -200,6 +200,19 @@ def ask(
     )
 
 
+@app.command("lm-cache")
+def lm_cache(
+    name: Annotated[str | None, typer.Argument(help="Bundled model name (default: lm.model).")] = None,
+) -> None:
+    """Convert a bundled GGUF model once into the float32 safetensors cache (later loads take seconds)."""
+    from skillrag.lm.bundled import BUNDLED, bundled_dir
+
+    name = name or state.params().lm.model
+    if name not in BUNDLED:
+        _fail(f"{name!r} is not a bundled model (bundled: {', '.join(BUNDLED)}); hub ids and directories need no cache")
+    console.print(f"{name}: {bundled_dir(name)}")
+
+
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="Free-text query.")],
@@ -220,15 +233,24 @@ def search(
     Console().print(table)
 
 
-def run() -> None:
-    """Entry point with readable errors for the failures a user can fix."""
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "fix your input or build a missing artifact": shown as one line."""
+    from skillrag.lm.bundled import BundledModelMissing
+    from skillrag.lm.loading import ModelLoadError
     from skillrag.quality.gate import GateFailed
 
+    return (ConfigError, DataError, GateFailed, FileNotFoundError, ValueError, BundledModelMissing, ModelLoadError)
+
+
+def run() -> None:
+    """Entry point with readable errors for the failures a user can fix, and a clean Ctrl-C."""
     try:
         app()
-    except (ConfigError, DataError, GateFailed, FileNotFoundError, ValueError) as err:
-        console.print(f"[bold red]error:[/] {err}", highlight=False)
-        raise SystemExit(1) from None
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         raise SystemExit(130) from None
+    except Exception as err:
+        if not isinstance(err, _user_errors()):
+            raise
+        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        raise SystemExit(1) from None

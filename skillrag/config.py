@@ -58,7 +58,7 @@ class LMParams(_Section):
 
 class ExtractParams(_Section):
     strategies: list[Literal["no_retrieval", "single_step"]] = ["no_retrieval", "single_step"]
-    shard_size: int = Field(256, ge=1)
+    shard_size: int = Field(64, ge=1)
 
 
 class ProbeParams(_Section):
