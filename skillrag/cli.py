@@ -245,10 +245,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def run() -> None:
     """Entry point with readable errors for the failures a user can fix, and a clean Ctrl-C."""
     try:
-        app()
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
-        raise SystemExit(130) from None
+        app()  # click turns Ctrl-C into a quiet exit with status 130
     except Exception as err:
         if not isinstance(err, _user_errors()):
             raise

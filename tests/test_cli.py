@@ -75,3 +75,27 @@ def test_help_lists_every_stage():
     out = runner.invoke(cli.app, ["--help"]).output
     for command in ("prepare", "index", "extract", "train-probe", "evaluate", "ask", "search"):
         assert command in out
+
+
+def test_ctrl_c_mid_answer_exits_cleanly(params_file, monkeypatch, capfd):
+    class InterruptedLM(FakeLM):
+        def generate(self, *args, **kwargs):
+            raise KeyboardInterrupt
+
+    retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
+    monkeypatch.setattr(runtime, "open_components", lambda *a, **k: Components(InterruptedLM(), retriever))
+    monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "ask", "Who?", "--method", "no_retrieval"])
+    with pytest.raises(SystemExit) as info:
+        cli.run()
+    assert info.value.code == 130
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_missing_prober_names_the_command_that_builds_it(params_file, monkeypatch, capsys):
+    """The real open_components/open_prober path, with the model and index faked."""
+    monkeypatch.setattr(runtime, "open_lm", lambda params: FakeLM())
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever([]))
+    monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "ask", "Who?"])
+    with pytest.raises(SystemExit) as info:
+        cli.run()
+    assert info.value.code == 1 and "skillrag train-probe" in capsys.readouterr().err
