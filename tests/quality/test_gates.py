@@ -50,3 +50,23 @@ def test_wrong_split_size_fails(prepared):
     params, out = prepared
     with pytest.raises(GateFailed, match="expect_column_pair_values_to_be_equal"):
         gate_questions(out, params.model_copy(update={"eval_size": 3}))
+
+
+def _probe_metrics(tmp_path, ensemble_auroc, layer_aurocs):
+    path = tmp_path / "probe_metrics.json"
+    path.write_text(json.dumps({
+        "ensemble": {"auroc": ensemble_auroc},
+        "per_layer": {str(i): {"auroc": a} for i, a in enumerate(layer_aurocs, start=1)},
+    }))
+    return path
+
+
+def test_probe_gate_thresholds_and_record_only_mode(tmp_path):
+    from skillrag.quality.suites import gate_probe
+
+    assert gate_probe(_probe_metrics(tmp_path, 0.62, [0.6, 0.55, 0.4]), 0.5)["success"]
+    with pytest.raises(GateFailed, match="expect_column_values_to_be_between"):
+        gate_probe(_probe_metrics(tmp_path, 0.45, [0.6, 0.55, 0.4]), 0.5)
+    with pytest.raises(GateFailed, match="expect_column_values_to_not_be_null"):
+        gate_probe(_probe_metrics(tmp_path, None, [None, None]), 0.5)
+    assert gate_probe(_probe_metrics(tmp_path, None, [None, None]), 0.0)["success"]  # one-class dev set
