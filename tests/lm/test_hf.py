@@ -1,0 +1,173 @@
+"""HFCausalLM on tiny in-memory models: every output is checked against a plain full forward pass
+over prompt + generated tokens, which is what the lean decode loop must reproduce."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from skillrag.lm import HFCausalLM, default_layers
+
+PROMPTS = ["Question: who?\nRationale:", "Q: a much longer question, padded less?\nRationale:", "Hi"]
+ALL_LAYERS = [1, 2, 3]
+
+
+def reference(lm: HFCausalLM, prompt_ids: list[int], generated: list[int]):
+    """Hidden states (HF indexing) and next-token log-probs of one full pass over prompt + generated."""
+    with torch.no_grad():
+        out = lm.model(torch.tensor([prompt_ids + generated]), output_hidden_states=True)
+    return out.hidden_states, torch.log_softmax(out.logits[0].float(), dim=-1)
+
+
+def assert_same(a, b, atol=1e-4):
+    assert a.token_ids == b.token_ids
+    assert a.text == b.text
+    assert a.stopped_by == b.stopped_by
+    assert a.logprobs == pytest.approx(b.logprobs, abs=atol)
+    assert a.entropies == pytest.approx(b.entropies, abs=atol)
+    assert (a.hidden is None) == (b.hidden is None)
+    for layer in a.hidden or {}:
+        torch.testing.assert_close(a.hidden[layer], b.hidden[layer], atol=atol, rtol=1e-4)
+
+
+def test_hidden_states_are_one_float_vector_per_requested_layer(lm):
+    [gen] = lm.generate(PROMPTS[:1], 6, capture=[1, 3])
+    assert set(gen.hidden) == {1, 3}
+    for vector in gen.hidden.values():
+        assert vector.shape == (lm.hidden_size,)
+        assert vector.dtype == torch.float32 and vector.device.type == "cpu"
+        assert torch.isfinite(vector).all()
+    [plain] = lm.generate(PROMPTS[:1], 6)
+    assert plain.hidden is None
+    assert plain.token_ids == gen.token_ids
+
+
+@pytest.mark.parametrize("layers", [[0], [4]])
+def test_capture_rejects_layers_the_model_does_not_have(llama, layers):
+    with pytest.raises(ValueError, match="outside 1..3"):
+        llama.generate(PROMPTS[:1], 2, capture=layers)
+
+
+@pytest.mark.parametrize("stop_at", [None, 5])
+def test_outputs_match_a_full_forward_pass_over_the_kept_tokens(lm, stop_at):
+    """Log-probs, entropies and pooled states come from the generated tokens only; with a stop
+    string, only from the tokens kept before it."""
+    prompt = PROMPTS[0]
+    [free] = lm.generate([prompt], 10)
+    stop = [free.text[stop_at : stop_at + 2]] if stop_at is not None else []
+    [gen] = lm.generate([prompt], 10, stop=stop, capture=ALL_LAYERS)
+    kept = gen.token_ids
+    assert kept == free.token_ids[: len(kept)]
+    if stop:
+        assert gen.stopped_by == "stop" and len(kept) < len(free.token_ids)
+
+    prompt_ids = lm.encode(prompt)
+    hidden_states, logprobs = reference(lm, prompt_ids, kept)
+    positions = torch.arange(len(prompt_ids), len(prompt_ids) + len(kept))
+    for layer in ALL_LAYERS:
+        expected = hidden_states[layer][0, positions].mean(dim=0)
+        torch.testing.assert_close(gen.hidden[layer], expected, atol=1e-4, rtol=1e-4)
+    predicting = logprobs[positions - 1]
+    assert gen.logprobs == pytest.approx(predicting[torch.arange(len(kept)), kept].tolist(), abs=1e-4)
+    entropies = -(predicting.exp() * predicting).sum(dim=-1)
+    assert gen.entropies == pytest.approx(entropies.tolist(), abs=1e-4)
+
+
+@pytest.mark.parametrize("with_stop", [False, True])
+def test_batched_results_equal_unbatched_despite_padding(lm, with_stop):
+    stop = []
+    if with_stop:  # rows end at different steps and leave the batch early
+        free = lm.generate(PROMPTS, 8)
+        stop = [free[0].text[2:4], free[2].text[5:7]]
+    together = lm.generate(PROMPTS, 8, stop=stop, capture=ALL_LAYERS)
+    if with_stop:
+        assert len({len(g.token_ids) for g in together}) > 1
+    for prompt, batched in zip(PROMPTS, together):
+        [alone] = lm.generate([prompt], 8, stop=stop, capture=ALL_LAYERS)
+        assert_same(batched, alone)
+        assert batched.prompt_tokens == len(lm.encode(prompt))
+
+
+def test_stop_strings_cut_the_text_and_drop_the_tokens_after_it(llama):
+    prompt = PROMPTS[1]
+    [free] = llama.generate([prompt], 12)
+    late, early = free.text[7:9], free.text[4:6]
+    cut = min(free.text.find(late), free.text.find(early))
+    [gen] = llama.generate([prompt], 12, stop=[late, "never generated", early])
+    assert gen.stopped_by == "stop"
+    assert gen.text == free.text[:cut]
+    # The kept tokens are the fewest that cover the text.
+    assert llama.decode(gen.token_ids).startswith(gen.text)
+    assert len(llama.decode(gen.token_ids[:-1])) < len(gen.text)
+    assert gen.token_ids == free.token_ids[: len(gen.token_ids)]
+    assert len(gen.logprobs) == len(gen.entropies) == len(gen.token_ids)
+
+
+@pytest.mark.parametrize("at", [0, 4])
+def test_eos_ends_a_row_and_is_not_kept(llama, tokenizer, at):
+    prompt = PROMPTS[0]
+    [free] = llama.generate([prompt], 12)
+    eos = free.token_ids[at]
+    llama.model.generation_config.eos_token_id = eos
+    lm = HFCausalLM(llama.model, tokenizer)
+    [gen] = lm.generate([prompt], 12, capture=[3])
+    end = free.token_ids.index(eos)
+    assert gen.stopped_by == "eos"
+    assert gen.token_ids == free.token_ids[:end]
+    assert gen.text == lm.decode(gen.token_ids)
+    # An empty answer is represented by the state of its first generated token (the EOS).
+    prompt_ids = lm.encode(prompt)
+    hidden_states, _ = reference(lm, prompt_ids, free.token_ids[: max(end, 1)])
+    expected = hidden_states[3][0, len(prompt_ids) : len(prompt_ids) + max(end, 1)].mean(dim=0)
+    torch.testing.assert_close(gen.hidden[3], expected, atol=1e-4, rtol=1e-4)
+
+
+PREFIX = "Answer briefly.\nQuestion: one?\nAnswer: 1\n"
+# The first body starts with a newline that merges with the prefix's last one into one token.
+BODIES = ["\nQuestion: two?\nAnswer:", "Question: three, a longer one?\nAnswer:"]
+
+
+def test_prefix_cache_gives_the_uncached_results(lm):
+    for body in BODIES:
+        prompt = PREFIX + body
+        [plain] = lm.generate([prompt], 8, capture=ALL_LAYERS)
+        for _ in range(2):  # the first call fills the prefix cache, the second reuses it
+            [cached] = lm.generate([prompt], 8, capture=ALL_LAYERS, prefix=PREFIX)
+            assert_same(cached, plain)
+            assert cached.extra["cached_prompt_tokens"] > 0
+
+
+def test_prefix_cache_in_a_padded_batch_gives_the_uncached_results(llama):
+    prompts = [PREFIX + body for body in BODIES]
+    plain = llama.generate(prompts, 8, capture=ALL_LAYERS)
+    cached = llama.generate(prompts, 8, capture=ALL_LAYERS, prefix=PREFIX)
+    for a, b in zip(cached, plain):
+        assert_same(a, b)
+
+
+def test_prefix_must_start_every_prompt(llama):
+    with pytest.raises(ValueError, match="does not start with"):
+        llama.generate([PREFIX + BODIES[0], "Other text"], 4, prefix=PREFIX)
+
+
+def test_an_empty_prompt_is_refused(llama):
+    with pytest.raises(ValueError, match="at least one token"):
+        llama.generate(["Hi", ""], 4)
+
+
+def test_loglikelihood_matches_a_manual_computation(lm):
+    prompt = "Which skill?\nSkill:"
+    continuations = [" rewrite", " exit", "", " decompose the question"]
+    got = lm.loglikelihood(prompt, continuations)
+    prompt_ids = lm.encode(prompt)
+    for text, score in zip(continuations, got):
+        cont = lm.tokenizer(text, add_special_tokens=False).input_ids
+        _, logprobs = reference(lm, prompt_ids, cont)
+        expected = sum(logprobs[len(prompt_ids) - 1 + j, token].item() for j, token in enumerate(cont))
+        assert score == pytest.approx(expected, abs=1e-3)
+    assert got[2] == 0.0
+
+
+@pytest.mark.parametrize(("layers", "expected"), [(30, range(11, 31)), (18, range(7, 19)), (3, range(2, 4))])
+def test_default_layers_are_the_posterior_two_thirds(layers, expected):
+    assert default_layers(layers) == list(expected)

