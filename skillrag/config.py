@@ -53,6 +53,7 @@ class LMParams(_Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_new_tokens: int = Field(96, ge=1)
     batch_size: int = Field(8, ge=1)
+    threads: int | None = Field(None, ge=1)  # torch CPU threads; None = torch's default
     layers: Literal["posterior_two_thirds", "all"] | list[int] = "posterior_two_thirds"
 
 

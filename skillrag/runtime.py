@@ -10,8 +10,12 @@ from skillrag.paths import Paths
 
 
 def open_lm(params: Params) -> Any:
+    import torch
+
     from skillrag.lm.loading import load_lm
 
+    if params.lm.threads is not None:
+        torch.set_num_threads(params.lm.threads)
     return load_lm(params.lm.model, device=params.lm.device, dtype=params.lm.dtype)
 
 
