@@ -1,10 +1,12 @@
-"""`dvc repro` on the tiny profile runs every stage for real (Lucene, GX, the CLI)."""
+"""`dvc repro` on the tiny profile runs every stage for real: the CLI, Lucene, the bundled model,
+the probers, the methods and the Great Expectations gates."""
 
 import json
 
 import pytest
 
 from skillrag.files import read_jsonl
+from skillrag.probe.states import read_rows
 from tests.e2e.conftest import run
 
 pytestmark = pytest.mark.e2e
@@ -16,11 +18,23 @@ def test_repro_builds_every_stage_and_is_then_up_to_date(dvc_project):
         "2wiki.jsonl", "hotpotqa.jsonl", "musique.jsonl", "nq.jsonl", "triviaqa.jsonl",
     ]
     assert len(list(read_jsonl(questions / "train" / "nq.jsonl"))) == 8  # tiny: 24 train / 3 datasets
-    assert json.loads((questions / "validation.json").read_text())["success"]
-    assert json.loads((dvc_project / "data" / "index" / "validation.json").read_text())["success"]
+    for gate in ["data/questions", "data/index", "data/states", "data/runs"]:
+        assert json.loads((dvc_project / gate / "validation.json").read_text())["success"], gate
     assert (dvc_project / "dvc.lock").exists()
     status = run(["dvc", "status"], dvc_project).stdout
     assert "up to date" in status.lower(), status
+
+
+def test_states_probe_and_runs_are_consistent(dvc_project):
+    rows = read_rows(dvc_project / "data" / "states")
+    assert len(rows) == (24 + 12) * 2  # tiny train + dev, two strategies
+    probe = json.loads((dvc_project / "data" / "probe" / "probe.json").read_text())
+    assert probe["model"] == "smollm2-135m" and probe["layers"] == list(range(11, 31))
+    metrics = json.loads((dvc_project / "reports" / "metrics.json").read_text())
+    assert set(metrics) == {"no_retrieval", "single_step", "probing_rag", "skill_rag"}
+    assert metrics["no_retrieval"]["hotpotqa"]["retrievals"] == 0
+    assert metrics["single_step"]["musique"]["retrievals"] == 1
+    assert (dvc_project / "reports" / "figures" / "probe_reliability.png").stat().st_size > 0
 
 
 def test_search_over_the_built_index(dvc_project):
