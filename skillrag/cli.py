@@ -23,7 +23,7 @@ from skillrag.paths import Paths  # noqa: E402
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> evaluate -> report.",
+    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> evaluate.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -117,12 +117,18 @@ def train_probe() -> None:
 @app.command("train-router")
 def train_router() -> None:
     """Train the learned skill router (methods.router: learned) from failure states of skill_rag
-    runs on train questions, where every query skill gets explored (data/router/)."""
+    runs on train questions, where every query skill gets explored (data/router/); its
+    cross-validated accuracy goes to reports/router_metrics.json."""
     params, paths = state.params(), state.paths()
     summary = stages.train_router(params, paths)
     console.print(
         f"{summary['examples']} training examples from {summary['questions']} questions: {summary['by_skill']}"
     )
+    if summary["cv_accuracy"] is not None:
+        console.print(
+            f"{summary['cv_folds']}-fold accuracy {summary['cv_accuracy']:.3f} "
+            f"(always the most frequent skill: {summary['majority_accuracy']:.3f})"
+        )
     console.print(f"[green]learned router written to {paths.router}[/]")
 
 

@@ -6,6 +6,7 @@ or failing stage never leaves a half-written output behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -66,3 +67,11 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
 def write_json(path: str | Path, obj: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def digest(*files: str | Path) -> str:
+    """sha256 over the bytes of `files` in order: identifies an artifact without its path."""
+    hasher = hashlib.sha256()
+    for file in files:
+        hasher.update(Path(file).read_bytes())
+    return hasher.hexdigest()

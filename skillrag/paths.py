@@ -42,7 +42,7 @@ class Paths:
 
     @property
     def router_traces(self) -> Path:
-        return self.root / "data" / "router_traces.jsonl"
+        return self.root / "data" / "router_traces" / "train.jsonl"
 
     @property
     def runs(self) -> Path:
@@ -66,3 +66,7 @@ class Paths:
     @property
     def probe_metrics(self) -> Path:
         return self.reports / "probe_metrics.json"
+
+    @property
+    def router_metrics(self) -> Path:
+        return self.reports / "router_metrics.json"

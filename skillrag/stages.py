@@ -85,18 +85,41 @@ def gate_train_probe(params: Params, paths: Paths) -> dict[str, Any]:
     return gate_probe(paths.probe_metrics, params.probe.min_dev_auroc)
 
 
+def run_settings(params: Params, paths: Paths, method: str) -> dict[str, Any]:
+    """Everything that shapes a method's traces, recorded beside them (skillrag.eval.runner):
+    not the device, threads or batch size, which change speed only."""
+    from importlib import resources
+
+    from skillrag.files import digest
+    from skillrag.methods import METHODS
+
+    prompts = sorted(p for p in resources.files("skillrag.prompts").iterdir() if p.name.endswith(".txt"))
+    settings: dict[str, Any] = {
+        "method": method,
+        "lm": params.lm.model_dump(include={"model", "dtype", "max_new_tokens", "layers"}),
+        "retrieval": params.retrieval.model_dump(),
+        "methods": params.methods.model_dump(),
+        "prompts": digest(*prompts),
+    }
+    if METHODS[method].needs_prober:
+        settings["probe"] = digest(*sorted(paths.probe.glob("*.*")))
+        if params.methods.router == "learned":
+            settings["router"] = digest(*sorted(paths.router.glob("*.*")))
+    return settings
+
+
 def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     """The learned router: skill_rag with the exploration router (every query skill gets tried)
     on the first `train_router.train_questions` train questions, recording failure states
-    (traces in data/router/traces.jsonl, resumable), then a logistic regression from failure
-    state to the skill that worked (data/router/)."""
-    from collections import Counter
-
+    (traces in data/router_traces/, resumable), then a logistic regression from failure
+    state to the skill that worked (data/router/). Its cross-validated accuracy against the
+    majority skill goes to reports/router_metrics.json."""
     from skillrag.data.prepare import load_split
     from skillrag.eval.runner import run_method
+    from skillrag.files import write_json
     from skillrag.methods import Components, build_method
     from skillrag.skills import ExplorationRouter, build_router_dataset, train_learned_router
-    from skillrag.skills.learned_router import record_untrained
+    from skillrag.skills.learned_router import cross_validate_router, record_untrained
 
     train = [q for qs in load_split(paths.questions, "train").values() for q in qs]
     train = sorted(train, key=lambda q: q.id)[: params.train_router.train_questions]
@@ -105,14 +128,18 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     parts = Components.from_params(
         params, lm, runtime.open_retriever(params, paths), prober, router=ExplorationRouter(), record_states=True
     )
-    traces = run_method(build_method("skill_rag", parts), train, paths.router_traces)
+    settings = {**run_settings(params, paths, "skill_rag"), "router": "exploration", "record_states": True}
+    traces = run_method(build_method("skill_rag", parts), train, paths.router_traces, settings)
     try:
-        _, labels = build_router_dataset(traces)
+        x, labels = build_router_dataset(traces)
     except ValueError as err:
         record_untrained(paths.router, f"{err} ({len(traces)} questions run)")
-        return {"questions": len(traces), "examples": 0, "by_skill": {}}
-    train_learned_router(traces, prober.layers, paths.router, c=params.train_router.c)
-    return {"questions": len(traces), "examples": len(labels), "by_skill": dict(Counter(labels))}
+        report = {"questions": len(traces), "examples": 0, "by_skill": {}, "cv_folds": 0, "cv_accuracy": None}
+    else:
+        train_learned_router(traces, prober.layers, paths.router, c=params.train_router.c)
+        report = {"questions": len(traces), **cross_validate_router(x, labels, params.train_router.c)}
+    write_json(paths.router_metrics, report)
+    return report
 
 
 def evaluate(params: Params, paths: Paths) -> dict[str, Any]:
@@ -132,7 +159,7 @@ def evaluate(params: Params, paths: Paths) -> dict[str, Any]:
         method = build_method(name, parts)
         for dataset in params.evaluate.datasets:
             chosen = questions[dataset][: params.evaluate.limit]
-            traces = run_method(method, chosen, paths.run_file(name, dataset))
+            traces = run_method(method, chosen, paths.run_file(name, dataset), run_settings(params, paths, name))
             metrics.setdefault(name, {})[dataset] = summarize(traces)
     write_json(paths.metrics, metrics)
     return metrics

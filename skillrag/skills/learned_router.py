@@ -168,6 +168,31 @@ def fit_router(x: np.ndarray, labels: Sequence[str], layers: Sequence[int], c: f
     )
 
 
+def cross_validate_router(x: np.ndarray, labels: Sequence[str], c: float = 1.0, folds: int = 5) -> dict:
+    """How well failure states predict the skill that worked, on examples the fit did not see:
+    stratified k-fold accuracy against always answering the most frequent skill. Folds shrink
+    to the rarest skill's count; with fewer than two per skill there is nothing to measure."""
+    from collections import Counter
+
+    from sklearn.model_selection import StratifiedKFold
+
+    counts = Counter(labels)
+    report: dict = {"examples": len(labels), "by_skill": dict(sorted(counts.items()))}
+    report["majority_accuracy"] = max(counts.values()) / len(labels)
+    k = min(folds, min(counts.values()))
+    if len(counts) < 2 or k < 2:
+        report.update(cv_folds=0, cv_accuracy=None)
+        return report
+    y = np.asarray(labels)
+    hits = 0
+    for fit_rows, test_rows in StratifiedKFold(k, shuffle=True, random_state=0).split(x, y):
+        router = fit_router(x[fit_rows], y[fit_rows].tolist(), layers=(), c=c)
+        predicted = np.asarray(router.classes)[router.probabilities(x[test_rows]).argmax(axis=-1)]
+        hits += int((predicted == y[test_rows]).sum())
+    report.update(cv_folds=k, cv_accuracy=hits / len(labels))
+    return report
+
+
 def train_learned_router(
     traces: Iterable[Trace], layers: Sequence[int], out_dir: str | Path | None = None, c: float = 1.0
 ) -> LearnedRouter:

@@ -35,6 +35,8 @@ def test_states_probe_and_runs_are_consistent(dvc_project):
     assert metrics["no_retrieval"]["hotpotqa"]["retrievals"] == 0
     assert metrics["single_step"]["musique"]["retrievals"] == 1
     assert (dvc_project / "reports" / "figures" / "probe_reliability.png").stat().st_size > 0
+    router = json.loads((dvc_project / "reports" / "router_metrics.json").read_text())
+    assert router["questions"] == 4  # tiny: train_router.train_questions
 
 
 def test_search_over_the_built_index(dvc_project):

@@ -18,7 +18,7 @@ from skillrag.skills import (
     load_learned_router,
     train_learned_router,
 )
-from skillrag.skills.learned_router import fit_router
+from skillrag.skills.learned_router import cross_validate_router, fit_router
 from tests.fakes import FakeLM
 
 LAYERS = (2, 4)
@@ -155,3 +155,18 @@ def test_untrained_router_note_explains_why_loading_fails(tmp_path):
     record_untrained(tmp_path / "router", "no recorded failure state was followed by a skill that worked")
     with pytest.raises(FileNotFoundError, match="no recorded failure state.*skillrag train-router"):
         load_learned_router(tmp_path / "router")
+
+
+def test_cross_validation_scores_held_out_states_against_the_majority_skill():
+    x, labels = separable(10)
+    report = cross_validate_router(x, labels)
+    assert report["cv_folds"] == 5 and report["examples"] == 30
+    assert report["cv_accuracy"] > 0.9 and report["majority_accuracy"] == pytest.approx(1 / 3)
+
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=(30, SIZE)).astype(np.float32)  # states that say nothing about the skill
+    assert cross_validate_router(noise, labels)["cv_accuracy"] < 0.7
+
+    thin = cross_validate_router(x[:11], labels[:11])  # one query_rewriting example
+    assert thin["cv_folds"] == 0 and thin["cv_accuracy"] is None
+    assert thin["by_skill"] == {"evidence_focusing": 10, "query_rewriting": 1}
