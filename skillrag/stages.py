@@ -103,6 +103,7 @@ def run_settings(params: Params, paths: Paths, method: str) -> dict[str, Any]:
     }
     if METHODS[method].needs_prober:
         settings["probe"] = digest(*sorted(paths.probe.glob("*.*")))
+        settings["probe_threshold"] = params.probe.threshold  # read at load time, not trained in
         if params.methods.router == "learned":
             settings["router"] = digest(*sorted(paths.router.glob("*.*")))
     return settings

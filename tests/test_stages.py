@@ -22,6 +22,7 @@ def test_run_settings_follow_what_shapes_a_trace_and_not_speed_knobs(tmp_path):
     assert settings("skill_rag", "lm.threads=1", "lm.batch_size=2", "lm.device=cpu") == base
     assert settings("skill_rag", "lm.max_new_tokens=32")["lm"] != base["lm"]
     assert settings("skill_rag", "retrieval.k=3")["retrieval"] != base["retrieval"]
+    assert settings("skill_rag", "probe.threshold=0.1")["probe_threshold"] == 0.1
     assert "probe" not in settings("single_step")  # baselines do not depend on the prober
 
     (paths.probe / "layer_2.safetensors").write_bytes(b"retrained")
