@@ -119,8 +119,8 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.eval.runner import run_method
     from skillrag.files import write_json
     from skillrag.methods import Components, build_method
-    from skillrag.skills import ExplorationRouter, build_router_dataset, train_learned_router
-    from skillrag.skills.learned_router import cross_validate_router, record_untrained
+    from skillrag.skills import ExplorationRouter, build_router_dataset
+    from skillrag.skills.learned_router import cross_validate_router, fit_router, record_untrained
 
     train = [q for qs in load_split(paths.questions, "train").values() for q in qs]
     train = sorted(train, key=lambda q: q.id)[: params.train_router.train_questions]
@@ -137,7 +137,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
         record_untrained(paths.router, f"{err} ({len(traces)} questions run)")
         report = {"questions": len(traces), "examples": 0, "by_skill": {}, "cv_folds": 0, "cv_accuracy": None}
     else:
-        train_learned_router(traces, prober.layers, paths.router, c=params.train_router.c)
+        fit_router(x, labels, prober.layers, params.train_router.c).save(paths.router)
         report = {"questions": len(traces), **cross_validate_router(x, labels, params.train_router.c)}
     write_json(paths.router_metrics, report)
     return report
