@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from skillrag.config import PrepareParams
 from skillrag.data.schema import Question
-from skillrag.eval.metrics import normalize
+from skillrag.text import normalize
 
 SPLITS = ("train", "dev", "eval")
 

@@ -7,18 +7,10 @@ F1:  best token-level F1 against any gold answer.
 
 from __future__ import annotations
 
-import re
-import string
 from collections import Counter
 from collections.abc import Sequence
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation)
-
-
-def normalize(text: str) -> str:
-    text = text.lower().translate(_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+from skillrag.text import normalize
 
 
 def exact_match(prediction: str, golds: Sequence[str]) -> bool:

@@ -13,9 +13,9 @@ import pandas as pd
 
 from skillrag.config import IndexParams, PrepareParams
 from skillrag.data.sampling import split_sizes
-from skillrag.eval.metrics import normalize
 from skillrag.files import read_jsonl
 from skillrag.quality.gate import Check, run_gate
+from skillrag.text import normalize
 
 
 def question_checks(rows: Sequence[Mapping[str, Any]], expected: Mapping[str, Mapping[str, int]]) -> dict[str, Check]:

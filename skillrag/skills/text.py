@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from skillrag.eval.metrics import normalize
+from skillrag.text import normalize
 
 _STOPWORDS = """a an the and or but if then than of in on at to for from by with about as into onto over
 under between after before during since until while is are was were be been being am do does did done

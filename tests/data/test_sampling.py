@@ -6,7 +6,7 @@ import pytest
 from skillrag.config import PrepareParams
 from skillrag.data.sampling import make_splits, split_sizes
 from skillrag.data.sources import load_local
-from skillrag.eval.metrics import normalize
+from skillrag.text import normalize
 from tests.conftest import make_bundle
 
 ALL = ["hotpotqa", "nq", "triviaqa", "musique", "2wiki"]
