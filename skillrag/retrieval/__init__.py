@@ -1,7 +1,8 @@
 """Retrieval: Lucene BM25 through pyserini (default) and bm25s as a JVM-free option.
 
-`build_indexes` (the index stage) builds both; `open_retriever` picks one at query time from
-`retrieval.backend` in params.yaml.
+`build_indexes` (the index stage) builds both with a manifest of their files; `open_retriever`
+picks one at query time from `retrieval.backend` in params.yaml and checks its files against the
+manifest; `index_digest` is the built index's identity.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from skillrag.retrieval.base import Hit, IndexMissingError, Retriever
 from skillrag.retrieval.bm25s_backend import BM25sRetriever
 from skillrag.retrieval.index import IndexStats, build_indexes
 from skillrag.retrieval.lucene_backend import LuceneRetriever
+from skillrag.retrieval.manifest import IndexCorruptError, index_digest
 
 BACKENDS = ("lucene", "bm25s")
 
@@ -29,10 +31,12 @@ __all__ = [
     "BACKENDS",
     "BM25sRetriever",
     "Hit",
+    "IndexCorruptError",
     "IndexMissingError",
     "IndexStats",
     "LuceneRetriever",
     "Retriever",
     "build_indexes",
+    "index_digest",
     "open_retriever",
 ]

@@ -17,6 +17,8 @@ class Hit:
 
 
 class Retriever(Protocol):
+    """`k` (passages per query) must be at least 1: both backends raise ValueError otherwise."""
+
     def search(self, query: str, k: int) -> list[Hit]: ...
 
     def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]: ...
@@ -34,3 +36,11 @@ def require_index(path: Path, marker: str, backend: str) -> Path:
             f"no {backend} index at {path}: run `skillrag index` (or `dvc repro index`) to build it"
         )
     return path
+
+
+def check_k(k: int) -> int:
+    """`k` if it is a usable number of passages (>= 1), else ValueError: Lucene would raise a Java
+    exception for 0, and bm25s a numpy one."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k (passages per query) must be an integer >= 1, got {k!r}")
+    return k

@@ -22,7 +22,8 @@ import Stemmer
 from bm25s.tokenization import Tokenized
 
 from skillrag.data.schema import Passage
-from skillrag.retrieval.base import Hit, require_index
+from skillrag.retrieval.base import Hit, check_k, require_index
+from skillrag.retrieval.manifest import verify_index
 
 _STEMMER = Stemmer.Stemmer("english")
 _PARAMS_FILE = "params.index.json"
@@ -67,6 +68,7 @@ class BM25sRetriever:
 
     def __init__(self, index_dir: str | Path, k1: float = 0.9, b: float = 0.4):
         path = require_index(Path(index_dir) / "bm25s", _PARAMS_FILE, "bm25s")
+        verify_index(index_dir, "bm25s")
         self._model = bm25s.BM25.load(path, load_corpus=True, show_progress=False)
         if (self._model.k1, self._model.b) != (k1, b):
             raise ValueError(
@@ -80,6 +82,7 @@ class BM25sRetriever:
 
     def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Score every query; like Lucene, return only documents that match some query term."""
+        check_k(k)
         vocab = self._model.vocab_dict
         token_ids = [[vocab[t] for t in tokens if t in vocab] for tokens in tokenize(queries)]
         results: list[list[Hit]] = [[] for _ in queries]

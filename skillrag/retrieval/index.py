@@ -21,6 +21,7 @@ from skillrag.data.schema import Passage
 from skillrag.files import DataError, atomic_path
 from skillrag.retrieval.bm25s_backend import build_bm25s_index
 from skillrag.retrieval.lucene_backend import build_lucene_index
+from skillrag.retrieval.manifest import write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,8 @@ def build_indexes(
     k1: float = 0.9,
     b: float = 0.4,
 ) -> IndexStats:
-    """Write the collection to `corpus_dir`, then `index_dir/lucene` and `index_dir/bm25s`.
+    """Write the collection to `corpus_dir`, then `index_dir/lucene`, `index_dir/bm25s` and the
+    manifest of their files (`index_dir/manifest.json`, checked whenever a backend opens).
 
     `k1` and `b` matter only to bm25s, which bakes them into its index; Lucene takes them at
     query time. Raises DataError on bad passages or when a backend's doc count differs from the
@@ -104,6 +106,7 @@ def build_indexes(
             raise DataError(
                 f"doc counts differ: corpus {len(passages)}, Lucene {lucene_docs}, bm25s {bm25s_docs}"
             )
+        write_manifest(index_tmp)
     return IndexStats(
         passages=len(passages),
         lucene_docs=lucene_docs,

@@ -16,8 +16,9 @@ from typing import Any
 
 from skillrag.data.schema import Passage
 from skillrag.files import DataError
-from skillrag.retrieval.base import Hit, require_index
+from skillrag.retrieval.base import Hit, check_k, require_index
 from skillrag.retrieval.java import java_class
+from skillrag.retrieval.manifest import verify_index
 
 
 def build_lucene_index(collection_dir: Path, out_dir: Path, threads: int) -> int:
@@ -64,19 +65,20 @@ class LuceneRetriever:
 
     def __init__(self, index_dir: str | Path, k1: float = 0.9, b: float = 0.4, threads: int | None = None):
         path = require_index(Path(index_dir) / "lucene", "segments_*", "Lucene")
+        verify_index(index_dir, "lucene")
         self._searcher = java_class("io.anserini.search.SimpleSearcher")(str(path))
         self._searcher.set_bm25(float(k1), float(b))
         self.threads = threads or os.cpu_count() or 1
         self._array_list = java_class("java.util.ArrayList")
 
     def search(self, query: str, k: int) -> list[Hit]:
-        return [self._hit(doc) for doc in self._searcher.search(query, k)]
+        return [self._hit(doc) for doc in self._searcher.search(query, check_k(k))]
 
     def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Anserini's multi-threaded batch search; results come back in the order of `queries`."""
         qids = [str(i) for i in range(len(queries))]
         results = self._searcher.batch_search(
-            self._java_list(queries), self._java_list(qids), k, self.threads
+            self._java_list(queries), self._java_list(qids), check_k(k), self.threads
         )
         return [[self._hit(doc) for doc in results.get(qid)] for qid in qids]
 
