@@ -21,7 +21,7 @@ StageFn = Callable[[Params, Paths], Any]
 
 def load(params_file: str | Path, profile: str | None, overrides: Sequence[str]) -> tuple[Params, Paths]:
     params_file = Path(params_file)
-    return load_params(params_file, profile, list(overrides)), Paths(params_file.resolve().parent)
+    return load_params(params_file, profile, list(overrides)), Paths.for_profile(params_file.resolve().parent, profile)
 
 
 def run_stage(stage: StageFn, gate: StageFn | None, params: Params, paths: Paths) -> Any:

@@ -19,6 +19,15 @@ export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} DVC_NO_ANALYTICS=1
 .venv/bin/python -c "from skillrag.retrieval.java import ensure_jvm; ensure_jvm(); print('java: ok')"
 
 # Artifacts that a teammate pushed (corpus, index, states, probe) come from the DVC remote.
-.venv/bin/dvc pull --allow-missing -q 2>/dev/null \
-  || echo "nothing pulled from the DVC remote: 'dvc repro' builds the artifacts"
+remote=$(.venv/bin/dvc remote list 2>/dev/null | awk '/\(default\)/ {print $2}')
+case "$remote" in
+  "") echo "no default DVC remote: nothing to pull; 'dvc repro' builds every artifact here" ;;
+  /*) if [ -d "$remote" ]; then
+        .venv/bin/dvc pull --allow-missing -q || echo "dvc pull failed: 'dvc repro' builds what is missing"
+      else
+        echo "the DVC remote $remote does not exist on this machine: nothing to pull, so 'dvc repro'" \
+             "builds every artifact here ('dvc remote modify local url <url>' points at a shared remote)"
+      fi ;;
+  *) .venv/bin/dvc pull --allow-missing -q || echo "dvc pull from $remote failed: 'dvc repro' builds what is missing" ;;
+esac
 echo "set-up complete: activate with 'source .venv/bin/activate'"

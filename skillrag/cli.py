@@ -6,6 +6,7 @@ writes where dvc.yaml expects, so `dvc repro` and a hand-run command produce the
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,7 +24,8 @@ from skillrag.paths import Paths  # noqa: E402
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> evaluate.",
+    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> evaluate.\n\n"
+    "The global options --params, --profile and --set may stand before or after the command.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -39,7 +41,7 @@ class _State:
         return load_params(self.params_file, self.profile, self.overrides)
 
     def paths(self) -> Paths:
-        return Paths(self.params_file.resolve().parent)
+        return Paths.for_profile(self.params_file.resolve().parent, self.profile)
 
 
 state = _State()
@@ -48,7 +50,10 @@ state = _State()
 @app.callback()
 def main(
     params: Annotated[Path, typer.Option("--params", help="Parameters file (DVC reads the same one).")] = Path("params.yaml"),
-    profile: Annotated[str | None, typer.Option(help="Profile from params.yaml: default, tiny, paper, ...")] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(help="Profile from params.yaml (tiny, paper, ...): its values, outputs in workspaces/<profile>/."),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a parameter, e.g. --set lm.max_new_tokens=32 (repeatable).")
     ] = None,
@@ -135,21 +140,23 @@ def train_router() -> None:
 @app.command()
 def evaluate() -> None:
     """Run every method (evaluate.methods) on every evaluation set: one trace per question in
-    data/runs/<method>/<dataset>.jsonl (resumable), metrics and costs in reports/metrics.json."""
+    data/runs/<method>/<dataset>.jsonl (resumable), headline metrics in reports/metrics.json,
+    everything (95% intervals, flexible scores, costs) in reports/metrics_detail.json."""
     params, paths = state.params(), state.paths()
     metrics = stages.evaluate(params, paths)
     from rich.table import Table
 
-    table = Table("method", "dataset", "n", "EM", "ACC", "LLM calls", "retrievals", "latency s")
+    table = Table("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
     for method, by_dataset in metrics.items():
         for dataset, m in by_dataset.items():
             table.add_row(
-                method, dataset, str(m["n"]), f"{m['em']:.3f}", f"{m['acc']:.3f}",
-                f"{m['llm_calls']:.2f}", f"{m['retrievals']:.2f}", f"{m['latency_s']:.1f}",
+                method, dataset, str(m["n"]), f"{m['em']:.3f}", f"{m['acc']:.3f}", f"{m['f1']:.3f}",
+                f"{m['no_answer_rate']:.2f}", f"{m['llm_calls']:.2f}", f"{m['retrievals']:.2f}",
+                f"{m['latency_s']:.1f}",
             )
     Console().print(table)
     stages.gate_evaluate(params, paths)
-    console.print(f"[green]traces in {paths.runs}, metrics in {paths.metrics}[/]")
+    console.print(f"[green]traces in {paths.runs}, metrics in {paths.metrics} and {paths.metrics_detail}[/]")
 
 
 def _show_round(round_: Any) -> None:
@@ -185,10 +192,9 @@ def ask(
     text = " ".join(question.split())
     if not text:
         _fail("the question is empty")
-    limit = params.methods.max_question_chars
+    limit = params.prepare.max_question_chars
     if len(text) > limit:
-        console.print(f"[yellow]warning:[/] question truncated from {len(text):,} to {limit:,} characters (methods.max_question_chars)")
-        text = text[:limit]
+        _fail(f"the question has {len(text):,} characters, over prepare.max_question_chars={limit:,}")
     with console.status("loading model, index and prober ..."):
         parts = runtime.open_components(params, paths, METHODS[method].needs_prober)
     trace = build_method(method, parts).answer(
@@ -204,6 +210,39 @@ def ask(
         f"{trace.totals.llm_calls} LLM calls, {trace.totals.retrievals} retrievals, {trace.totals.latency_s:.1f} s)[/]",
         highlight=False,
     )
+
+
+@app.command("params")
+def show_params() -> None:
+    """Print the resolved parameters (params.yaml + --profile + --set) as YAML: a params file of its own."""
+    import yaml
+
+    print(yaml.safe_dump(state.params().resolved(), sort_keys=False), end="")
+
+
+@app.command()
+def exp(
+    profile: Annotated[str, typer.Argument(help="Profile from params.yaml, e.g. tiny or paper.")],
+    dvc_args: Annotated[
+        list[str] | None, typer.Argument(help="More `dvc exp run` arguments, after `--` (e.g. -- --name try1).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the dvc command instead of running it.")] = False,
+) -> None:
+    """Run the whole pipeline under a profile as a DVC experiment in a temporary copy of the project
+    (`dvc exp run --temp -S ...`): params.yaml, dvc.lock, data/ and reports/ stay as they are.
+    See the results with `dvc exp show`; keep them with `dvc exp apply <name>`."""
+    import shlex
+    import subprocess
+
+    from skillrag.config import experiment_overrides
+
+    command = ["dvc", "exp", "run", "--temp"]
+    for override in experiment_overrides(state.params_file, profile):
+        command += ["-S", override]
+    command += dvc_args or []
+    console.print(shlex.join(command), highlight=False, soft_wrap=True)
+    if not dry_run:
+        raise typer.Exit(subprocess.run(command, cwd=state.params_file.resolve().parent).returncode)
 
 
 @app.command("lm-cache")
@@ -222,7 +261,7 @@ def lm_cache(
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="Free-text query.")],
-    k: Annotated[int, typer.Option("-k", help="How many passages to show.")] = 5,
+    k: Annotated[int, typer.Option("-k", min=1, help="How many passages to show (at least 1).")] = 5,
     backend: Annotated[str | None, typer.Option(help="lucene or bm25s (default: retrieval.backend).")] = None,
 ) -> None:
     """Search the BM25 index and print ranked passages with title, id and score."""
@@ -248,10 +287,33 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (ConfigError, DataError, GateFailed, FileNotFoundError, ValueError, BundledModelMissing, ModelLoadError)
 
 
+GLOBAL_OPTIONS = ("--params", "--profile", "--set")
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options written after the command (`skillrag evaluate --profile tiny`) in front
+    of it, where click expects them; everything else keeps its order, and `--` ends the scan."""
+    head, i = [], 0
+    while i < len(argv) and argv[i].startswith("-"):  # options before the command, with their values
+        width = 2 if argv[i] in GLOBAL_OPTIONS else 1
+        head += argv[i : i + width]
+        i += width
+    command, hoisted, tail = argv[i : i + 1], [], []
+    rest = iter(argv[i + 1 :])
+    for token in rest:
+        if token == "--":
+            tail += [token, *rest]
+        elif token.split("=", 1)[0] in GLOBAL_OPTIONS:
+            hoisted += [token] if "=" in token else [token, next(rest, "")]
+        else:
+            tail.append(token)
+    return [*head, *hoisted, *command, *tail]
+
+
 def run() -> None:
     """Entry point with readable errors for the failures a user can fix, and a clean Ctrl-C."""
     try:
-        app()  # click turns Ctrl-C into a quiet exit with status 130
+        app(args=hoist_global_options(sys.argv[1:]))  # click turns Ctrl-C into a quiet exit with status 130
     except Exception as err:
         if not isinstance(err, _user_errors()):
             raise

@@ -1,13 +1,16 @@
 """Typed parameters: params.yaml -> validated pydantic models, with profiles and CLI overrides.
 
-Every stage reads only its own section. A profile is a flat mapping of dotted keys that
-overrides the sections; CLI overrides (`section.key=value`, values parsed as YAML) come last.
+Every stage reads only its own section. params.yaml holds the resolved values of the default
+pipeline, so each DVC stage depends on exactly the keys it reads. A profile (`profiles.<name>`)
+is a flat mapping of dotted keys applied on top only when asked for: by `--profile` on a hand
+run, or by `skillrag exp <name>`, which hands the same values to `dvc exp run --temp` as `-S`
+overrides. CLI overrides (`section.key=value`, values parsed as YAML) come last.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -30,6 +33,7 @@ class PrepareParams(_Section):
     dev_size: int = Field(100, ge=1)
     eval_size: int = Field(30, ge=1)
     prefer_evidence_in_corpus: bool = True
+    max_question_chars: int = Field(2000, ge=50)  # longer questions are left out by prepare, refused elsewhere
     seed: int = 13
 
 
@@ -59,18 +63,29 @@ class LMParams(_Section):
 
 class ExtractParams(_Section):
     strategies: list[Literal["no_retrieval", "single_step"]] = ["no_retrieval", "single_step"]
-    shard_size: int = Field(64, ge=1)
+    checkpoint_rows: int = Field(16, ge=1)  # finished rows are saved after this many rows ...
+    checkpoint_seconds: float = Field(60.0, gt=0)  # ... or this many seconds, whichever comes first
 
 
 class ProbeParams(_Section):
+    recipe: Literal["weighted", "paper"] = "weighted"  # see skillrag.probe.training
     hidden: list[int] = [256]
     lr: float = 1e-3
-    epochs: int = Field(2, ge=1)
+    epochs: int = Field(2, ge=1)  # paper recipe only
+    max_epochs: int = Field(50, ge=1)  # weighted recipe: early stopping's ceiling
+    patience: int = Field(5, ge=1)  # weighted recipe: epochs without a better held-out loss
+    holdout_fraction: float = Field(0.2, gt=0.0, lt=1.0)  # weighted recipe: train rows held out
     batch_size: int = Field(32, ge=1)
     weight_decay: float = 0.01
-    threshold: float = Field(0.0, ge=-0.5, le=0.5)
+    threshold: Literal["auto"] | Annotated[float, Field(ge=-0.5, le=0.5)] = "auto"  # read at load time
     min_dev_auroc: float = Field(0.5, ge=0.0, le=1.0)
+    allow_below_entropy: bool = False
     seed: int = 13
+
+    def training(self) -> dict[str, Any]:
+        """The values that shape the prober's weights and cut (recorded in probe.json): not the
+        acceptance threshold, which is applied at load time, nor the gate's bounds."""
+        return self.model_dump(exclude={"threshold", "min_dev_auroc", "allow_below_entropy"})
 
 
 class MethodsParams(_Section):
@@ -78,7 +93,6 @@ class MethodsParams(_Section):
     exit_mode: Literal["answer", "abstain"] = "answer"
     abstain_answer: str = "I cannot answer this question."
     router: Literal["prompt", "learned"] = "prompt"
-    max_question_chars: int = Field(2000, ge=50)  # longer questions are truncated (with a warning)
 
 
 class RouterParams(_Section):
@@ -92,6 +106,7 @@ class EvaluateParams(_Section):
     ]
     datasets: list[Dataset] = list(DATASETS)
     limit: int | None = Field(None, ge=1)  # first N eval questions per dataset (None = all)
+    max_error_rate: float = Field(0.05, ge=0.0, le=1.0)  # the runs gate fails above this share of error traces
 
 
 class Params(_Section):
@@ -106,6 +121,10 @@ class Params(_Section):
     train_router: RouterParams = RouterParams()
     evaluate: EvaluateParams = EvaluateParams()
     profiles: dict[str, dict[str, Any]] = {}
+
+    def resolved(self) -> dict[str, Any]:
+        """Every section's values as plain YAML/JSON types, without the profile machinery."""
+        return self.model_dump(mode="json", exclude={"profile", "profiles"})
 
 
 class ConfigError(ValueError):
@@ -148,13 +167,14 @@ def load_params(
         raise ConfigError(f"no params file at {path}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path} is not valid YAML: {err}") from None
-    if profile is not None:
-        tree["profile"] = profile
-    chosen = tree.get("profile", "default")
-    profiles = tree.get("profiles") or {}
-    if chosen != "default" and chosen not in profiles:
-        raise ConfigError(f"profile {chosen!r} is not in {path} (have: {', '.join(profiles) or 'none'})")
-    for key, value in (profiles.get(chosen) or {}).items():
+    if "profile" in tree:
+        raise ConfigError(
+            f"{path} sets `profile`: params.yaml holds the default pipeline's values; choose a profile "
+            "with `--profile NAME` (hand runs) or `skillrag exp NAME` (DVC experiment)"
+        )
+    chosen = profile or "default"
+    tree["profile"] = chosen
+    for key, value in profile_overrides(tree, chosen, path).items():
         _set_dotted(tree, key, value)
     for text in overrides:
         _set_dotted(tree, *parse_override(text))
@@ -163,6 +183,18 @@ def load_params(
     except ValidationError as err:
         raise ConfigError(f"invalid parameters in {path} (profile {chosen!r}):\n{err}") from None
     return _resolve_paths(params, path.resolve().parent)
+
+
+def profile_overrides(tree: dict[str, Any], name: str, path: str | Path = "params.yaml") -> dict[str, Any]:
+    """The dotted keys profile `name` sets; "default" is params.yaml itself and sets none."""
+    profiles = tree.get("profiles") or {}
+    if "default" in profiles:
+        raise ConfigError(f"{path}: `profiles.default` is params.yaml itself; put its values in their sections")
+    if name == "default":
+        return {}
+    if name not in profiles:
+        raise ConfigError(f"profile {name!r} is not in {path} (have: {', '.join(profiles) or 'none'})")
+    return dict(profiles[name] or {})
 
 
 def _resolve_paths(params: Params, base: Path) -> Params:
@@ -175,3 +207,19 @@ def _resolve_paths(params: Params, base: Path) -> Params:
             "index": params.index.model_copy(update={"corpus_file": fix(params.index.corpus_file)}),
         }
     )
+
+
+def experiment_overrides(path: str | Path, profile: str) -> list[str]:
+    """`dvc exp run -S` arguments that turn params.yaml into profile `profile`: its keys, plus the
+    data paths made absolute (an experiment runs in a temporary copy of the project, where the
+    relative `../shared/data` would point elsewhere)."""
+    import json
+
+    tree = yaml.safe_load(Path(path).read_text()) or {}
+    params = load_params(path, profile)
+    values = {
+        **profile_overrides(tree, profile, path),
+        "prepare.local_dir": str(params.prepare.local_dir),
+        "index.corpus_file": str(params.index.corpus_file),
+    }
+    return [f"{key}={json.dumps(value)}" for key, value in values.items()]

@@ -1,6 +1,9 @@
-"""Where each stage reads and writes, relative to the project root (the folder of params.yaml).
+"""Where each stage reads and writes, relative to a workspace root.
 
-DVC declares the same paths in dvc.yaml; keeping them in one place keeps the two in step.
+The default pipeline's workspace is the project root (the folder of params.yaml): DVC declares
+the same paths in dvc.yaml, and keeping them in one place keeps the two in step. A hand run under
+another profile gets its own workspace, `workspaces/<profile>/` (git- and DVC-ignored), so trying
+a profile never rewrites the committed reports or the DVC-tracked data.
 """
 
 from __future__ import annotations
@@ -9,9 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+WORKSPACES = "workspaces"
+
+
 @dataclass(frozen=True)
 class Paths:
     root: Path = Path(".")
+
+    @classmethod
+    def for_profile(cls, project: Path, profile: str | None) -> Paths:
+        """The project root for the default pipeline; `workspaces/<profile>/` for any other profile."""
+        if profile in (None, "default"):
+            return cls(project)
+        return cls(project / WORKSPACES / profile)
+
+    @property
+    def locks(self) -> Path:
+        """Lock files of running stages (skillrag.stages.exclusive): git-ignored, never a DVC output."""
+        return self.root / ".skillrag" / "locks"
 
     @property
     def questions(self) -> Path:
@@ -53,7 +71,13 @@ class Paths:
 
     @property
     def metrics(self) -> Path:
+        """The headline numbers per method and dataset (DVC metrics)."""
         return self.root / "reports" / "metrics.json"
+
+    @property
+    def metrics_detail(self) -> Path:
+        """Every summary number: intervals, flexible scores, token and latency costs, counts."""
+        return self.root / "reports" / "metrics_detail.json"
 
     @property
     def reports(self) -> Path:

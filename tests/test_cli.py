@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from skillrag import cli, runtime
 from skillrag.data.schema import Passage
 from skillrag.methods import Components
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import FakeLM, OverlapRetriever
 
 runner = CliRunner()
@@ -99,3 +99,46 @@ def test_missing_prober_names_the_command_that_builds_it(params_file, monkeypatc
     with pytest.raises(SystemExit) as info:
         cli.run()
     assert info.value.code == 1 and "skillrag train-probe" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["evaluate", "--profile", "tiny"], ["--profile", "tiny", "evaluate"]),
+        (["--params", "p.yaml", "search", "q", "-k", "3", "--set=a.b=1"], ["--params", "p.yaml", "--set=a.b=1", "search", "q", "-k", "3"]),
+        (["ask", "--", "--set"], ["ask", "--", "--set"]),
+        (["--help"], ["--help"]),
+    ],
+)
+def test_global_options_may_follow_the_command(argv, expected):
+    assert cli.hoist_global_options(argv) == expected
+
+
+def test_exp_runs_a_profile_without_touching_the_workspace(tmp_path):
+    """`skillrag exp tiny` hands the profile to `dvc exp run --temp`: the committed params.yaml and
+    dvc.lock stay as they were (checked with real git and DVC, in dry mode)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "dvc.yaml").write_text((REPO / "dvc.yaml").read_text())
+    shutil.copytree(REPO / "skillrag", project / "skillrag", ignore=shutil.ignore_patterns("__pycache__"))
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["prepare"]["local_dir"] = str(SHARED_DATA)
+    params["index"]["corpus_file"] = str(SHARED_DATA / "corpus" / "passages.jsonl")
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def sh(*cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, check=True)
+
+    sh("git", "init", "-q")
+    sh("dvc", "init", "-q")
+    sh("git", "add", "-A")
+    sh("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    out = sh("skillrag", "exp", "tiny", "--", "--dry")
+    assert "dvc exp run --temp -S prepare.train_size=24" in out.stdout + out.stderr
+    assert sh("git", "status", "--porcelain").stdout == ""

@@ -2,7 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from skillrag.config import ConfigError, load_params
+import yaml
+
+from skillrag.config import ConfigError, experiment_overrides, load_params, parse_override
+from skillrag.paths import Paths
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,3 +48,42 @@ def test_unknown_profile_and_missing_file(tmp_path):
         load_params(REPO / "params.yaml", profile="nope")
     with pytest.raises(ConfigError, match="no params file"):
         load_params(tmp_path / "params.yaml")
+
+
+def test_params_file_may_not_choose_a_profile(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("profile: tiny\n")
+    with pytest.raises(ConfigError, match="--profile NAME"):
+        load_params(path)
+
+
+def test_experiment_overrides_turn_params_yaml_into_the_profile():
+    """Applying the `dvc exp run -S` arguments to params.yaml gives exactly the profile's values,
+    with the data paths absolute (the experiment runs in a temporary copy of the project)."""
+    tree = yaml.safe_load((REPO / "params.yaml").read_text())
+    for override in experiment_overrides(REPO / "params.yaml", "tiny"):
+        key, value = parse_override(override)
+        section, leaf = key.split(".")
+        tree[section][leaf] = value
+    path = REPO / "params.yaml"
+    assert load_params(path).resolved() != load_params(path, "tiny").resolved()
+    as_experiment = load_params(path).model_validate(tree)
+    assert as_experiment.resolved() == load_params(path, "tiny").resolved()
+    assert Path(tree["prepare"]["local_dir"]).is_absolute()
+
+
+def test_each_profile_gets_its_own_workspace(tmp_path):
+    assert Paths.for_profile(tmp_path, None).root == tmp_path
+    assert Paths.for_profile(tmp_path, "default").metrics == tmp_path / "reports" / "metrics.json"
+    assert Paths.for_profile(tmp_path, "tiny").metrics == tmp_path / "workspaces" / "tiny" / "reports" / "metrics.json"
+
+
+def test_train_probe_depends_on_every_probe_key_but_the_threshold():
+    """DVC must retrain the prober for any probe setting that shapes it, and only re-evaluate when
+    the acceptance threshold (read when the prober is loaded) changes."""
+    from skillrag.config import ProbeParams
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    listed = {key.removeprefix("probe.") for key in stages["train_probe"]["params"]}
+    assert listed == set(ProbeParams.model_fields) - {"threshold"}
+    assert "probe.threshold" in stages["evaluate"]["params"]

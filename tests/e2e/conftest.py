@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from skillrag.config import load_params
 from tests.conftest import REPO, SHARED_DATA
 
 
 def make_project(root: Path) -> Path:
-    """dvc.yaml, params.yaml (profile tiny, absolute data paths) and the code DVC hashes."""
+    """dvc.yaml, params.yaml (the tiny profile's resolved values, as `skillrag params --profile tiny`
+    prints them, with absolute data paths) and the code DVC hashes."""
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
     shutil.copytree(REPO / "skillrag", root / "skillrag", ignore=shutil.ignore_patterns("__pycache__"))
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["profile"] = "tiny"
-    params["prepare"]["local_dir"] = str(SHARED_DATA)
-    params["index"]["corpus_file"] = str(SHARED_DATA / "corpus" / "passages.jsonl")
+    params = load_params(REPO / "params.yaml", profile="tiny").resolved()
+    assert params["prepare"]["local_dir"] == str(SHARED_DATA.resolve())
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return root
 
