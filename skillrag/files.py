@@ -23,11 +23,21 @@ class DataError(ValueError):
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield one object per non-blank line; a malformed line raises DataError naming file:line."""
+    return (row for _, row in numbered_jsonl(path))
+
+
+def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) per non-blank line. Lines are decoded one by one, so bytes that are not
+    UTF-8 raise DataError naming file:line too, not a bare UnicodeDecodeError."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: file not found")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(f"{path}:{number}: not UTF-8 (byte {raw[err.start]:#04x} at byte {err.start + 1})") from None
             if not line.strip():
                 continue
             try:
@@ -36,7 +46,7 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
                 raise DataError(f"{path}:{number}: malformed JSON ({err.msg} at column {err.colno})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-            yield row
+            yield number, row
 
 
 @contextmanager

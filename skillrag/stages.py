@@ -49,7 +49,7 @@ def extract(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.data.prepare import load_split
     from skillrag.probe.extract import extract_states, resolve_layers
 
-    questions = [q for split in ("train", "dev") for qs in load_split(paths.questions, split).values() for q in qs]
+    questions = [q for split in ("train", "dev") for qs in load_split(paths.questions, split, params.prepare.max_question_chars).values() for q in qs]
     retriever = runtime.open_retriever(params, paths) if "single_step" in params.extract.strategies else None
     lm = runtime.open_lm(params)
     return extract_states(
@@ -122,7 +122,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.skills import ExplorationRouter, build_router_dataset
     from skillrag.skills.learned_router import cross_validate_router, fit_router, record_untrained
 
-    train = [q for qs in load_split(paths.questions, "train").values() for q in qs]
+    train = [q for qs in load_split(paths.questions, "train", params.prepare.max_question_chars).values() for q in qs]
     train = sorted(train, key=lambda q: q.id)[: params.train_router.train_questions]
     lm = runtime.open_lm(params)
     prober = runtime.open_prober(params, paths, lm)
@@ -152,7 +152,7 @@ def evaluate(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.files import write_json
     from skillrag.methods import METHODS, build_method
 
-    questions = load_split(paths.questions, "eval")
+    questions = load_split(paths.questions, "eval", params.prepare.max_question_chars)
     needs_prober = any(METHODS[name].needs_prober for name in params.evaluate.methods)
     parts = runtime.open_components(params, paths, needs_prober)
     metrics: dict[str, dict[str, Any]] = {}

@@ -10,32 +10,46 @@ from skillrag.config import PrepareParams
 from skillrag.data.sampling import SPLITS, make_splits
 from skillrag.data.schema import Question
 from skillrag.data.sources import load_dataset_questions
-from skillrag.files import atomic_path, read_jsonl, write_jsonl
+from skillrag.files import atomic_path, numbered_jsonl, write_jsonl
+
+TOO_LONG = "too long"
 
 
 def prepare_questions(params: PrepareParams, out_dir: Path) -> dict[str, dict[str, int]]:
-    """Write `<out_dir>/<split>/<dataset>.jsonl` (the whole folder atomically); returns the counts."""
+    """Write `<out_dir>/<split>/<dataset>.jsonl` (the whole folder atomically).
+
+    Questions longer than `max_question_chars` are left out before sampling: a dataset row that
+    long is no question a model can answer, and one such row must not stop the stage. Returns
+    split -> dataset -> count, plus "too long" -> dataset -> how many were left out.
+    """
     needed = sorted(set(params.train_datasets) | set(params.eval_datasets))
-    questions = {
+    loaded = {
         dataset: load_dataset_questions(params.source, dataset, params.local_dir, params.hub_id)
         for dataset in tqdm(needed, desc="load datasets", unit="dataset")
     }
+    questions = {d: [q for q in qs if len(q.question) <= params.max_question_chars] for d, qs in loaded.items()}
     splits = make_splits(questions, params)
     with atomic_path(out_dir) as tmp:
         for split, by_dataset in splits.items():
             for dataset, chosen in by_dataset.items():
                 write_jsonl(tmp / split / f"{dataset}.jsonl", (q.to_dict() for q in chosen))
-    return {split: {d: len(qs) for d, qs in by_dataset.items()} for split, by_dataset in splits.items()}
+    counts = {split: {d: len(qs) for d, qs in by_dataset.items()} for split, by_dataset in splits.items()}
+    return {**counts, TOO_LONG: {d: len(loaded[d]) - len(questions[d]) for d in needed}}
 
 
-def load_split(questions_dir: Path, split: str) -> dict[str, list[Question]]:
-    """dataset -> questions of one written split (what later stages read)."""
+def load_split(questions_dir: Path, split: str, max_question_chars: int | None = None) -> dict[str, list[Question]]:
+    """dataset -> questions of one written split (what later stages read). Stages that answer the
+    questions pass `max_question_chars` (prepare.max_question_chars): a longer question, e.g. in
+    a hand-edited file, is a DataError naming file:line, not an out-of-memory failure later."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} (one of {', '.join(SPLITS)})")
     folder = Path(questions_dir) / split
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} does not exist: run `skillrag prepare` (or `dvc repro prepare`) first")
     return {
-        path.stem: [Question.from_dict(row, where=str(path)) for row in read_jsonl(path)]
+        path.stem: [
+            Question.from_dict(row, where=f"{path}:{number}", max_chars=max_question_chars)
+            for number, row in numbered_jsonl(path)
+        ]
         for path in sorted(folder.glob("*.jsonl"))
     }

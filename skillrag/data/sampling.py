@@ -1,9 +1,11 @@
 """Seeded, deterministic sampling of the paper's splits.
 
-- eval: `eval_size` questions per evaluation dataset, preferring questions whose evidence is in
-  the corpus (gold paragraphs present, else the answer string present), drawn first;
-- train / dev: the prober pools, drawn from what is left of the in-domain datasets, split
-  evenly across them.
+- eval: `eval_size` questions per evaluation dataset, drawn first and only from the dataset's
+  original dev/test split (never its train split, see `skillrag.data.origin`), preferring
+  questions whose evidence is in the corpus (gold paragraphs present, else the answer string);
+- train / dev: the prober pools, split evenly across the in-domain datasets, drawn from
+  original-train questions first; when those run out they take leftover dev/test questions
+  (ones the evaluation sets did not take), which never overlap an evaluation set.
 
 Results depend only on the seed and the set of questions (not on file order), and no question
 text appears in two splits.
@@ -16,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from skillrag.config import PrepareParams
+from skillrag.data.origin import origin_side
 from skillrag.data.schema import Question
 from skillrag.text import normalize
 
@@ -29,6 +32,10 @@ def evidence_rank(question: Question) -> int:
     if question.meta.get("answer_in_corpus"):
         return 1
     return 2
+
+
+def _eval_side(question: Question) -> bool:
+    return origin_side(question.dataset, question.meta.get("orig_split"), question.id) == "eval"
 
 
 def _shuffled(questions: Sequence[Question], seed: int, salt: str) -> list[Question]:
@@ -52,15 +59,20 @@ def split_sizes(params: PrepareParams) -> dict[str, dict[str, int]]:
 
 
 def make_splits(questions: Mapping[str, Sequence[Question]], params: PrepareParams) -> dict[str, dict[str, list[Question]]]:
-    """split -> dataset -> questions. Raises ValueError when a dataset is too small."""
+    """split -> dataset -> questions. Raises ValueError naming the dataset, the split and the
+    size parameter when a dataset has too few usable questions."""
     taken: set[str] = set()  # normalised question texts already used
     splits: dict[str, dict[str, list[Question]]] = {name: {} for name in SPLITS}
     sizes = split_sizes(params)
     for split in SPLITS[::-1]:  # eval first: it gets the pick of the evidence-backed questions
         for dataset, count in sizes[split].items():
             pool = _shuffled(questions[dataset], params.seed, f"{split}:{dataset}")
-            if split == "eval" and params.prefer_evidence_in_corpus:
-                pool.sort(key=evidence_rank)  # stable: keeps the seeded order within each rank
+            if split == "eval":
+                pool = [q for q in pool if _eval_side(q)]
+                if params.prefer_evidence_in_corpus:
+                    pool.sort(key=evidence_rank)  # stable: keeps the seeded order within each rank
+            else:
+                pool.sort(key=_eval_side)  # original-train questions first, seeded order kept
             chosen = []
             for q in pool:
                 if len(chosen) == count:
@@ -70,6 +82,10 @@ def make_splits(questions: Mapping[str, Sequence[Question]], params: PreparePara
                     taken.add(key)
                     chosen.append(replace(q, split=split))
             if len(chosen) < count:
-                raise ValueError(f"{dataset}: only {len(chosen)} unused questions for {split} (need {count})")
+                origin = " from its original dev/test split" if split == "eval" else ""
+                raise ValueError(
+                    f"{dataset}: only {len(chosen)} unused questions{origin} for {split} (need {count}): "
+                    f"lower prepare.{split}_size or add questions to the dataset"
+                )
             splits[split][dataset] = sorted(chosen, key=lambda q: q.id)
     return splits

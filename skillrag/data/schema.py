@@ -21,8 +21,9 @@ class Question:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, row: dict[str, Any], where: str = "") -> Question:
-        """Build from a stored row; a row without id, question or answers raises DataError."""
+    def from_dict(cls, row: dict[str, Any], where: str = "", max_chars: int | None = None) -> Question:
+        """Build from a stored row; a row without id, question or answers, or (when `max_chars` is
+        given) with a question longer than `max_chars` characters, raises DataError."""
         prefix = f"{where}: " if where else ""
         for key in ("id", "dataset", "question", "answers"):
             if key not in row:
@@ -32,6 +33,11 @@ class Question:
             raise DataError(f"{prefix}question {row['id']!r} has no answers")
         if not str(row["question"]).strip():
             raise DataError(f"{prefix}question {row['id']!r} has an empty question text")
+        if max_chars is not None and len(str(row["question"]).strip()) > max_chars:
+            raise DataError(
+                f"{prefix}question {row['id']!r} has {len(str(row['question']).strip()):,} characters, over "
+                f"prepare.max_question_chars={max_chars:,}"
+            )
         return cls(
             id=str(row["id"]),
             dataset=str(row["dataset"]),

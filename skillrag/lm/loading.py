@@ -44,9 +44,16 @@ def load_lm(spec: str, device: str = "auto", dtype: str = "auto") -> HFCausalLM:
     if spec in BUNDLED:
         source = str(bundled_dir(spec))
     elif _looks_like_path(spec):
-        if not Path(spec).expanduser().is_dir():
+        directory = Path(spec).expanduser()
+        if not directory.is_dir():
             raise ModelLoadError(f"no model directory at {spec!r}")
-        source = str(Path(spec).expanduser())
+        if not (directory / "config.json").is_file():
+            # Without this check transformers guesses a tokenizer and fails on sentencepiece.
+            raise ModelLoadError(
+                f"{spec!r} is a directory but not a transformers model (no config.json): point lm.model "
+                f"at a model directory, a bundled model ({', '.join(BUNDLED)}) or a Hugging Face id"
+            )
+        source = str(directory)
     else:
         source = spec  # a hub id
     try:

@@ -12,16 +12,20 @@ import great_expectations.expectations as gxe
 import pandas as pd
 
 from skillrag.config import IndexParams, PrepareParams
+from skillrag.data.origin import origin_side
 from skillrag.data.sampling import split_sizes
-from skillrag.files import read_jsonl
+from skillrag.files import DataError, read_jsonl
 from skillrag.quality.gate import Check, run_gate
 from skillrag.text import normalize
 
 
-def question_checks(rows: Sequence[Mapping[str, Any]], expected: Mapping[str, Mapping[str, int]]) -> dict[str, Check]:
-    """ids unique, question non-empty, answers a non-empty list, no question text in two splits,
-    and each (split, dataset) file holding the expected number of questions. `rows` are the raw
-    stored rows (with `split` and `dataset`), so one run reports every problem at once."""
+def question_checks(
+    rows: Sequence[Mapping[str, Any]], expected: Mapping[str, Mapping[str, int]], max_chars: int
+) -> dict[str, Check]:
+    """ids unique, question non-empty and at most `max_chars` long, answers a non-empty list, no
+    question text in two splits, every evaluation question from its dataset's original dev/test
+    split, and each (split, dataset) file holding the expected number of questions. `rows` are the
+    raw stored rows (with `split` and `dataset`), so one run reports every problem at once."""
     frame = pd.DataFrame(
         [
             {
@@ -33,6 +37,14 @@ def question_checks(rows: Sequence[Mapping[str, Any]], expected: Mapping[str, Ma
             for row in rows
         ],
         columns=["id", "question", "key", "n_answers"],
+    )
+    origins = pd.DataFrame(
+        [
+            {"id": row.get("id"), "orig_split": str((row.get("meta") or {}).get("orig_split")), "side": _side(row)}
+            for row in rows
+            if row.get("split") == "eval"
+        ],
+        columns=["id", "orig_split", "side"],
     )
     found = Counter((row.get("split"), row.get("dataset")) for row in rows)
     sizes = pd.DataFrame(
@@ -50,12 +62,21 @@ def question_checks(rows: Sequence[Mapping[str, Any]], expected: Mapping[str, Ma
                 gxe.ExpectTableRowCountToBeBetween(min_value=1),
                 gxe.ExpectColumnValuesToBeUnique(column="id"),
                 gxe.ExpectColumnValuesToBeUnique(column="key"),
-                gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=1),
+                gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=1, max_value=max_chars),
                 gxe.ExpectColumnValuesToBeBetween(column="n_answers", min_value=1),
             ],
         ),
+        "eval_origin": Check(origins, [gxe.ExpectColumnValuesToBeInSet(column="side", value_set=["eval"])]),
         "sizes": Check(sizes, [gxe.ExpectColumnPairValuesToBeEqual(column_A="count", column_B="expected")]),
     }
+
+
+def _side(row: Mapping[str, Any]) -> str:
+    """"eval" / "train" for a stored row's original split; "unknown" when it is not classified."""
+    try:
+        return origin_side(str(row.get("dataset")), (row.get("meta") or {}).get("orig_split"))
+    except DataError:
+        return "unknown"
 
 
 def index_checks(passage_ids: Sequence[str], texts: Sequence[str], counts: Mapping[str, int], smoke_hits: Sequence[bool]) -> dict[str, Check]:
@@ -88,7 +109,8 @@ def index_checks(passage_ids: Sequence[str], texts: Sequence[str], counts: Mappi
 def gate_questions(questions_dir: Path, params: PrepareParams) -> dict[str, Any]:
     """The gate after `prepare`: reads the written splits back and validates them."""
     rows = [row for path in sorted(questions_dir.glob("*/*.jsonl")) for row in read_jsonl(path)]
-    return run_gate("questions", question_checks(rows, split_sizes(params)), questions_dir / "validation.json")
+    checks = question_checks(rows, split_sizes(params), params.max_question_chars)
+    return run_gate("questions", checks, questions_dir / "validation.json")
 
 
 def _read_collection(corpus_dir: Path) -> pd.DataFrame:
@@ -103,10 +125,15 @@ def _read_collection(corpus_dir: Path) -> pd.DataFrame:
 def gate_index(corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float, b: float) -> dict[str, Any]:
     """The gate after `index`: the written collection, both indexes' doc counts, and smoke queries
     (the titles of `smoke_queries` evenly spaced passages, each expected to retrieve a passage of
-    that title in the Lucene top 10)."""
+    that title in the Lucene top 10). Both backends' files are first checked against the index
+    manifest (IndexCorruptError naming the file otherwise)."""
     from skillrag.retrieval import LuceneRetriever
     from skillrag.retrieval.bm25s_backend import count_bm25s_docs
     from skillrag.retrieval.lucene_backend import count_lucene_docs
+    from skillrag.retrieval.manifest import BACKEND_DIRS, verify_index
+
+    for backend in BACKEND_DIRS:
+        verify_index(index_dir, backend)
 
     collection = _read_collection(corpus_dir)
     counts = {"lucene": count_lucene_docs(index_dir / "lucene"), "bm25s": count_bm25s_docs(index_dir / "bm25s")}

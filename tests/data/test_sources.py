@@ -18,12 +18,12 @@ def test_local_loader_reads_the_shared_bundle(shared_data):
 
 
 def test_local_loader_errors_name_file_and_line(tmp_path):
-    path = write_rows(tmp_path / "nq" / "questions.jsonl", [{"id": "a", "question": "q?", "answers": ["x"]}])
+    path = write_rows(tmp_path / "nq" / "questions.jsonl", [{"id": "a", "question": "q?", "answers": ["x"], "orig_split": "dev"}])
     with path.open("a") as handle:
-        handle.write('{"id": "b", "question": "q2?", "answers": []}\n')
+        handle.write('{"id": "b", "question": "q2?", "answers": [], "orig_split": "dev"}\n')
     with pytest.raises(DataError, match=r"questions\.jsonl:2: question 'b' has no answers"):
         load_local(tmp_path, "nq")
-    path.write_text('{"id": "a", "question": "q?", "answers": ["x"]}\n{broken\n')
+    path.write_text('{"id": "a", "question": "q?", "answers": ["x"], "orig_split": "dev"}\n{broken\n')
     with pytest.raises(DataError, match=r"questions\.jsonl:2: malformed JSON"):
         load_local(tmp_path, "nq")
 
@@ -41,7 +41,7 @@ def test_hub_loader_maps_flashrag_schema(monkeypatch):
     questions = load_dataset_questions("hub", "2wiki", Path("unused"), "RUC-NLPIR/FlashRAG_datasets")
     assert calls == [("RUC-NLPIR/FlashRAG_datasets", "2wikimultihopqa")]
     assert [q.id for q in questions] == ["2wiki-1", "2wiki-2"]
-    assert questions[0].answers == ["A", "a2"] and questions[0].meta["orig_split"] == "dev"
+    assert questions[0].answers == ["A", "a2"] and questions[0].meta["orig_split"] == "FlashRAG dev"
 
 
 def test_hub_rows_without_answers_are_rejected(monkeypatch):
