@@ -6,6 +6,7 @@ writes where dvc.yaml expects, so `dvc repro` and a hand-run command produce the
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,9 +18,9 @@ from skillrag.env import apply_offline_defaults
 
 apply_offline_defaults()
 
-from skillrag import runtime, stages  # noqa: E402
+from skillrag import interrupts, runtime, stages  # noqa: E402
 from skillrag.config import ConfigError, Params, load_params  # noqa: E402
-from skillrag.files import DataError  # noqa: E402
+from skillrag.files import DataError, WorkspaceBusy  # noqa: E402
 from skillrag.paths import Paths  # noqa: E402
 
 app = typer.Typer(
@@ -106,29 +107,41 @@ def extract() -> None:
 
 @app.command("train-probe")
 def train_probe() -> None:
-    """Train one prober per layer on the train states; report dev AUROC/accuracy/ECE per layer,
-    for the ensemble and for the entropy baseline (reports/probe_metrics.json)."""
+    """Train one prober per layer on the train states (probe.recipe), choose the acceptance cut
+    on dev, report dev AUROC/ECE/acceptance per layer, for the ensemble and for the entropy
+    baseline (reports/probe_metrics.json); the prober is written only if the probe gate passes."""
     params, paths = state.params(), state.paths()
     report = stages.train_probe(params, paths)
-    best = max((m["auroc"] or 0.0, layer) for layer, m in report["per_layer"].items())
+    ensemble, auto, paper = report["ensemble"], report["ensemble"]["at_auto_cut"], report["ensemble"]["at_paper_cut"]
+    for note in report["notes"]:
+        console.print(f"[yellow]note:[/] {note}")
+    if ensemble["auroc"] is not None:
+        best = max((m["auroc"], layer) for layer, m in report["per_layer"].items())
+        console.print(
+            f"dev AUROC: ensemble {ensemble['auroc']:.3f}, best layer {best[1]} ({best[0]:.3f}), "
+            f"entropy baseline {report['entropy_baseline']['auroc']:.3f}; ECE {ensemble['ece']:.3f}"
+        )
     console.print(
-        f"dev AUROC: ensemble {report['ensemble']['auroc']}, best layer {best[1]} ({best[0]:.3f}), "
-        f"entropy baseline {report['entropy_baseline']['auroc']}"
+        f"dev acceptance: {auto['acceptance_rate']:.0%} at the auto cut {report['cut']['auto']:.3f}, "
+        f"{paper['acceptance_rate']:.0%} at the paper cut 0.5 ({report['n_pos']} of {report['n']} dev answers correct)"
     )
-    stages.gate_train_probe(params, paths)
-    console.print(f"[green]prober written to {paths.probe}; metrics in {paths.probe_metrics}[/]")
+    console.print(f"[green]passed the gate; prober written to {paths.probe}; metrics in {paths.probe_metrics}[/]")
 
 
 @app.command("train-router")
 def train_router() -> None:
-    """Train the learned skill router (methods.router: learned) from failure states of skill_rag
-    runs on train questions, where every query skill gets explored (data/router/); its
-    cross-validated accuracy goes to reports/router_metrics.json."""
+    """Train the learned skill router (methods.router: learned) on train questions: from each wrong
+    single-step answer every query skill is tried, and the state is labelled by gold with the
+    first skill that answered right, else exit (data/router/); its cross-validated accuracy
+    goes to reports/router_metrics.json. Too few examples per skill: a note, no router."""
     params, paths = state.params(), state.paths()
     summary = stages.train_router(params, paths)
     console.print(
         f"{summary['examples']} training examples from {summary['questions']} questions: {summary['by_skill']}"
     )
+    if not summary["trained"]:
+        console.print(f"[yellow]no learned router trained: {summary['reason']}[/]")
+        return
     if summary["cv_accuracy"] is not None:
         console.print(
             f"{summary['cv_folds']}-fold accuracy {summary['cv_accuracy']:.3f} "
@@ -146,7 +159,8 @@ def evaluate() -> None:
     metrics = stages.evaluate(params, paths)
     from rich.table import Table
 
-    table = Table("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
+    columns = ("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
+    table = Table(*columns)
     for method, by_dataset in metrics.items():
         for dataset, m in by_dataset.items():
             table.add_row(
@@ -284,7 +298,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from skillrag.lm.loading import ModelLoadError
     from skillrag.quality.gate import GateFailed
 
-    return (ConfigError, DataError, GateFailed, FileNotFoundError, ValueError, BundledModelMissing, ModelLoadError)
+    return (
+        ConfigError, DataError, GateFailed, FileNotFoundError, ValueError, BundledModelMissing, ModelLoadError, WorkspaceBusy
+    )
 
 
 GLOBAL_OPTIONS = ("--params", "--profile", "--set")
@@ -310,11 +326,25 @@ def hoist_global_options(argv: list[str]) -> list[str]:
     return [*head, *hoisted, *command, *tail]
 
 
+def _stopped(signum: int) -> SystemExit:
+    name = signal.Signals(signum).name
+    console.print(f"[yellow]interrupted ({name}):[/] finished work is kept; rerun the same command to continue", highlight=False)
+    return SystemExit(128 + signum)
+
+
 def run() -> None:
-    """Entry point with readable errors for the failures a user can fix, and a clean Ctrl-C."""
+    """Entry point with readable errors for the failures a user can fix, and a clean stop on
+    SIGINT / SIGTERM (skillrag.interrupts): one line, exit status 130 / 143, no traceback."""
+    interrupts.install()
     try:
-        app(args=hoist_global_options(sys.argv[1:]))  # click turns Ctrl-C into a quiet exit with status 130
-    except Exception as err:
+        app(args=hoist_global_options(sys.argv[1:]))
+    except interrupts.Interrupted as err:
+        raise _stopped(err.signum) from None
+    except SystemExit:
+        raise
+    except BaseException as err:
+        if interrupts.received() is not None:  # native code turned the signal into an error of its own
+            raise _stopped(interrupts.received() or 0) from None
         if not isinstance(err, _user_errors()):
             raise
         console.print(f"[bold red]error:[/] {err}", highlight=False)

@@ -96,7 +96,8 @@ class MethodsParams(_Section):
 
 
 class RouterParams(_Section):
-    train_questions: int = Field(40, ge=1)  # train questions run with the exploration router
+    train_questions: int = Field(40, ge=1)  # train questions explored (every skill tried on each failure)
+    min_examples_per_skill: int = Field(5, ge=2)  # fewer for any skill or exit: no router, a note says why
     c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
 
 

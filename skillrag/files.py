@@ -1,7 +1,9 @@
-"""Atomic file writes and JSONL reading with errors that name the file and line.
+"""Atomic file writes, JSONL reading with errors that name the file and line, and the
+exclusive lock a stage holds on its outputs.
 
-Every artifact is written to a temporary sibling and renamed into place, so an interrupted
-or failing stage never leaves a half-written output behind.
+Every artifact is written to a temporary sibling, fsynced, and renamed into place, so a stage
+interrupted or killed at any instant leaves the old artifact or the new one, never a half-written
+one.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 
 class DataError(ValueError):
@@ -49,19 +54,67 @@ def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, row
 
 
+def fsync(path: str | Path) -> None:
+    """Flush `path` (a file, or a directory and every file under it) to disk."""
+    path = Path(path)
+    for file in [path] if path.is_file() else sorted(path.rglob("*")) + [path]:
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 @contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `target` (file or directory); move it into place on success."""
+    """Yield a temporary path beside `target` (file or directory); `publish` it on success."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    _restore(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent)) / target.name
     try:
         yield tmp
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        publish(tmp, target)
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def _restore(target: Path) -> Path:
+    """Finish a directory swap that a crash cut short (see `publish`); returns the aside path."""
+    aside = target.with_name(f".{target.name}.old")
+    if aside.exists():
+        if target.exists():
+            shutil.rmtree(aside)
+        else:
+            os.replace(aside, target)
+    return aside
+
+
+def publish(source: str | Path, target: str | Path) -> None:
+    """fsync `source` (a file or directory on the same filesystem) and move it to `target`.
+
+    A file is replaced by one rename. A directory cannot be swapped by one rename: the old one is
+    renamed aside to `.<name>.old`, the new one moved in, then the old one deleted. A crash
+    between the two renames leaves the old one aside, and the next write to `target` puts it
+    back first, so a crash at any instant leaves the old directory or the new one.
+    """
+    source, target = Path(source), Path(target)
+    aside = _restore(target)
+    fsync(source)
+    if target.is_dir() and not target.is_symlink():
+        os.replace(target, aside)
+        os.replace(source, target)
+        fsync(target.parent)
+        shutil.rmtree(aside)
+    else:
+        os.replace(source, target)
+        fsync(target.parent)
+
+
+def replace_text(path: str | Path, text: str) -> None:
+    """Replace a text file's content atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
@@ -75,8 +128,7 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    replace_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 def digest(*files: str | Path) -> str:
@@ -85,3 +137,42 @@ def digest(*files: str | Path) -> str:
     for file in files:
         hasher.update(Path(file).read_bytes())
     return hasher.hexdigest()
+
+
+def listing_digest(directory: str | Path) -> str:
+    """sha256 over the relative path and size of every file under `directory`: identifies a build
+    cheaply where hashing every byte on each run would be slow (a model's weights, an index)."""
+    directory = Path(directory)
+    listing = sorted(
+        (str(file.relative_to(directory)), file.stat().st_size) for file in directory.rglob("*") if file.is_file()
+    )
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+class WorkspaceBusy(RuntimeError):
+    """Another process holds the lock on a stage's outputs; the message names it."""
+
+
+@contextmanager
+def exclusive(lock_file: str | Path, what: str) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_file` for the block, or raise WorkspaceBusy at once, naming
+    the holder (its pid and command, kept in the `.owner` file beside the lock while held).
+
+    Two runs of one stage on one workspace would both do all the work and write each trace twice."""
+    lock_file = Path(lock_file)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    owner = lock_file.with_name(lock_file.name + ".owner")
+    lock = FileLock(lock_file, blocking=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = owner.read_text(encoding="utf-8").strip() if owner.exists() else "another process"
+        raise WorkspaceBusy(
+            f"{what} is already running on this workspace ({holder}): wait for it to finish or stop it, then rerun"
+        ) from None
+    try:
+        owner.write_text(f"pid {os.getpid()}: {' '.join(Path(sys.argv[0]).name.split() + sys.argv[1:])}", encoding="utf-8")
+        yield
+    finally:
+        owner.unlink(missing_ok=True)
+        lock.release()

@@ -1,64 +1,101 @@
 """The resumable evaluation runner: one trace per question, appended as it completes.
 
-`data/runs/<method>/<dataset>.jsonl` grows line by line (flushed), so an interrupted run loses
-at most the question in flight; a re-run skips the questions already traced. A trailing line
-cut off by a crash is dropped on resume.
+`data/runs/<method>/<dataset>.jsonl` grows line by line (flushed and fsynced), so an interrupted
+or killed run loses at most the question in flight; a re-run skips the questions already traced.
+A trailing line cut off by a kill is dropped on resume (the file is rewritten atomically), and
+error traces (per-question runtime failures, see `skillrag.methods.base.is_question_failure`)
+are dropped too, so a re-run retries them. A signal (SIGINT, SIGTERM) stops the run before the
+question in flight is written (`skillrag.interrupts`).
 
-Beside it, `<dataset>.settings.json` records what the traces were run with (method, model,
-retrieval, method params, prober and router digests, prompts). Resuming under other settings
-would silently mix two configurations in one file, so it is refused, naming what changed; the
-traces are left untouched. (`dvc repro` deletes the outputs of a changed stage first, so this
-only bites hand-run commands with different `--set` values.)
+Beside it, `<dataset>.settings.json` records what the traces were run with
+(`skillrag.stages.run_settings`): the digests of the inputs and the parameters the method reads,
+plus the provenance of each run that added traces (git commit, library versions). Resuming
+under other inputs or parameters would silently mix two configurations in one file, so it is
+refused, naming what changed; the traces are left untouched. Provenance is not compared: a new
+commit does not invalidate the traces. (`dvc repro` deletes the outputs of a changed stage
+first, so the refusal only bites hand-run commands.)
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from skillrag import interrupts
 from skillrag.data.schema import Question
-from skillrag.files import DataError, write_json
+from skillrag.eval.summary import score_trace
+from skillrag.files import DataError, replace_text, write_json
 from skillrag.methods import Method, Trace
 
+PROVENANCE = "provenance"
 
-def read_traces(path: Path) -> list[Trace]:
-    """Traces already written; a malformed *last* line (a crash mid-write) is dropped from the file."""
+
+def _read(path: Path) -> list[tuple[str, Trace]]:
+    """(line, trace) pairs already written; a malformed *last* line (a kill mid-write) is dropped
+    from the file, atomically."""
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
-    traces = []
+    kept = []
     for number, line in enumerate(lines, start=1):
         try:
-            traces.append(Trace.from_dict(json.loads(line)))
+            kept.append((line, Trace.from_dict(json.loads(line))))
         except json.JSONDecodeError:
             if number != len(lines):
-                raise ValueError(f"{path}:{number}: malformed trace line") from None
-            path.write_text("".join(f"{kept}\n" for kept in lines[:-1]), encoding="utf-8")
-    return traces
+                raise DataError(f"{path}:{number}: malformed trace line") from None
+            replace_text(path, "".join(f"{line}\n" for line, _ in kept))
+    return kept
+
+
+def read_traces(path: Path) -> list[Trace]:
+    """Traces already written (see `_read`)."""
+    return [trace for _, trace in _read(path)]
 
 
 def settings_file(out_file: Path) -> Path:
     return out_file.with_name(f"{out_file.stem}.settings.json")
 
 
+def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def _claim(out_file: Path, settings: Mapping[str, Any], traced: int) -> None:
-    """Record `settings` for `out_file`, refusing when its existing traces were run with others."""
-    current = json.loads(json.dumps(settings, sort_keys=True))
+    """Record `settings` for `out_file`, refusing when its existing traces were run with others.
+
+    The `provenance` entry is not compared; the recorded file keeps one entry per distinct
+    provenance that added traces."""
+    current = json.loads(json.dumps(dict(settings), sort_keys=True))
+    provenance = current.pop(PROVENANCE, None)
     sidecar = settings_file(out_file)
     recorded = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else None
+    history = recorded.pop(PROVENANCE, []) if recorded is not None else []
     if traced and recorded != current:
-        changed = "no settings were recorded" if recorded is None else "changed: " + ", ".join(
-            sorted(k for k in current.keys() | recorded.keys() if current.get(k) != recorded.get(k))
-        )
+        if recorded is None:
+            changed = "no settings were recorded"
+        else:
+            old, new = _flat(recorded), _flat(current)
+            changed = "changed: " + ", ".join(sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k)))
         raise DataError(
             f"{out_file} holds {traced} traces run with other settings ({changed}); "
             "delete it to re-run them with the current settings, or restore the old ones"
         )
-    write_json(sidecar, current)
+    if not traced:
+        history = []
+    if provenance is not None and provenance not in history:
+        history.append(provenance)
+    write_json(sidecar, {**current, PROVENANCE: history} if provenance is not None else current)
 
 
 def run_method(
@@ -68,18 +105,27 @@ def run_method(
     settings: Mapping[str, Any],
     on_trace: Callable[[Trace], None] | None = None,
 ) -> list[Trace]:
-    """Answer every question not yet in `out_file`; returns all traces in question order.
+    """Answer every question not yet in `out_file` (or traced with an error); returns all traces
+    in question order.
 
     `settings`: everything that shapes a trace (JSON-serialisable); see the module docstring."""
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    done = {t.question_id: t for t in read_traces(out_file)}
-    _claim(out_file, settings, len(done))
+    written = _read(out_file)
+    _claim(out_file, settings, len(written))
+    kept = {trace.question_id: (line, trace) for line, trace in written if trace.termination != "error"}
+    if len(kept) < len(written):  # error traces (and duplicates) go: the questions are retried
+        replace_text(out_file, "".join(f"{line}\n" for line, _ in kept.values()))
+    done = {qid: trace for qid, (_, trace) in kept.items()}
     todo = [q for q in questions if q.id not in done]
     with out_file.open("a", encoding="utf-8") as handle:
         for question in tqdm(todo, desc=f"{method.name} {out_file.stem}", unit="question"):
             trace = method.answer(question)
-            handle.write(json.dumps(trace.to_dict(), ensure_ascii=False) + "\n")
-            handle.flush()
+            trace.scores = score_trace(trace, method.parts.params.abstain_answer)
+            interrupts.check()  # a question cut short by a signal is never written
+            with interrupts.deferred():  # a trace line is written whole
+                handle.write(json.dumps(trace.to_dict(), ensure_ascii=False) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
             done[trace.question_id] = trace
             if on_trace is not None:
                 on_trace(trace)

@@ -19,12 +19,11 @@ import torch
 
 from skillrag.config import MethodsParams, Params
 from skillrag.data.schema import Passage, Question
-from skillrag.lm.base import LM, Generation
+from skillrag.lm.base import LM, Choice, Generation, Option, Pick, state_vector
 from skillrag.methods.trace import Cost, Round, Termination, Trace
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 from skillrag.retrieval.base import Hit, Retriever
 from skillrag.skills.base import FailureState, Router, Routing
-from skillrag.skills.learned_router import state_vector
 from skillrag.skills.text import query_key
 
 OnRound = Callable[[Round], None]
@@ -44,8 +43,9 @@ class Prober(Protocol):
 @dataclass(frozen=True)
 class Components:
     """Everything a method runs on. `router`: a ready router (the learned one); None builds the
-    prompt router from the LM when `params.router` is "prompt". `record_states` keeps each
-    answer's hidden vector in the trace (training data for the learned router)."""
+    prompt router from the LM when `params.router` is "prompt". `state_layers`: each answer's
+    hidden vector, the mean over these layers, is kept in its round (training data for the
+    learned router); empty: none."""
 
     lm: LM
     retriever: Retriever
@@ -54,7 +54,7 @@ class Components:
     k: int = 5
     max_new_tokens: int = 96
     router: Router | None = None
-    record_states: bool = False
+    state_layers: tuple[int, ...] = ()
 
     @classmethod
     def from_params(
@@ -64,7 +64,7 @@ class Components:
         retriever: Retriever,
         prober: Prober | None = None,
         router: Router | None = None,
-        record_states: bool = False,
+        state_layers: Sequence[int] = (),
     ) -> Components:
         return cls(
             lm,
@@ -74,7 +74,7 @@ class Components:
             params.retrieval.k,
             params.lm.max_new_tokens,
             router,
-            record_states,
+            tuple(state_layers),
         )
 
 
@@ -114,6 +114,16 @@ class MeteredLM:
         self.meter.pending.llm_calls += 1
         return self.inner.loglikelihood(prompt, continuations)
 
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        """One call however many options are scored: the prompt is run once."""
+        self.meter.pending.llm_calls += 1
+        choice = self.inner.choose_and_generate(prompt, options, prefix=prefix, pick=pick)
+        self.meter.pending.tokens_in += choice.prompt_tokens
+        self.meter.pending.tokens_out += choice.generation.new_tokens if choice.generation else 0
+        return choice
+
 
 class MeteredRetriever:
     """The retriever, counting one retrieval per query."""
@@ -132,7 +142,9 @@ class MeteredRetriever:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One answer: parsed from a CoT generation over `passages`, with the prober's verdict."""
+    """One answer: parsed from a CoT generation over `passages`, with the prober's verdict.
+    `answer` is the strict extraction ("" without an `Answer:`), `flexible` the flexible one
+    (skillrag.prompts.cot); `budget_hit`: the generation ended on the token budget."""
 
     reasoning: str
     answer: str
@@ -140,23 +152,34 @@ class Attempt:
     hidden: Mapping[int, torch.Tensor] | None
     score: float | None
     accepted: bool | None
+    flexible: str = ""
+    budget_hit: bool = False
 
 
 def answer_with(
-    lm: LM, question: str, passages: Sequence[Passage], prober: Prober | None, max_new_tokens: int
+    lm: LM,
+    question: str,
+    passages: Sequence[Passage],
+    prober: Prober | None,
+    max_new_tokens: int,
+    capture: Sequence[int] = (),
 ) -> Attempt:
     """CoT-answer `question` over `passages` (closed-book when empty), capturing the prober's
-    layers in the same generation and scoring them."""
+    layers (and `capture`) in the same generation and scoring them."""
     prompt = cot_prompt(question, passages)
-    capture = prober.layers if prober is not None else None
-    gen = lm.generate([prompt.text], max_new_tokens, stop=STOP, capture=capture, prefix=prompt.prefix)[0]
-    reasoning, answer = parse_answer(gen.text)
+    layers = sorted({*(prober.layers if prober is not None else ()), *capture}) or None
+    gen = lm.generate([prompt.text], max_new_tokens, stop=STOP, capture=layers, prefix=prompt.prefix)[0]
+    budget_hit = gen.stopped_by == "length"
+    parsed = parse_answer(gen.text, prompt.text, truncated=budget_hit)
+    read = {"flexible": parsed.flexible, "budget_hit": budget_hit}
+    if layers is not None and gen.hidden is None:
+        raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {layers}")
     if prober is None:
-        return Attempt(reasoning, answer, tuple(passages), None, None, None)
-    if gen.hidden is None:
-        raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {capture}")
+        return Attempt(parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, None, None, **read)
     score = prober.score(gen.hidden)
-    return Attempt(reasoning, answer, tuple(passages), gen.hidden, score, prober.accepts(score))
+    return Attempt(
+        parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, score, prober.accepts(score), **read
+    )
 
 
 def interleave(ranked: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
@@ -202,10 +225,12 @@ class Session:
             previous = list(self.last.passages) if self.last else []
             passages = interleave([*found, previous], m.parts.k)
             self.issued.update(query_key(q) for q in queries)
-        attempt = answer_with(m.lm, self.question.question, passages, m.parts.prober, m.parts.max_new_tokens)
+        attempt = answer_with(
+            m.lm, self.question.question, passages, m.parts.prober, m.parts.max_new_tokens, m.parts.state_layers
+        )
         state = None
-        if m.parts.record_states and m.parts.prober is not None and attempt.hidden is not None:
-            state = state_vector(attempt.hidden, m.parts.prober.layers).tolist()
+        if m.parts.state_layers and attempt.hidden is not None:
+            state = state_vector(attempt.hidden, m.parts.state_layers).tolist()
         self._record(
             Round(
                 index=len(self.trace.rounds),
@@ -218,6 +243,8 @@ class Session:
                 score=attempt.score,
                 accepted=attempt.accepted,
                 state=state,
+                budget_hit=attempt.budget_hit,
+                flexible_answer=attempt.flexible,
             ),
             routing,
             fallbacks,
@@ -253,11 +280,18 @@ class Session:
         )
 
     def stop(self, termination: Termination, answer: str | None = None) -> None:
+        """End with the latest attempt's answers, or with `answer` (an exit's abstention) as
+        both the strict and the flexible answer when it differs from the latest strict one."""
+        strict, flexible = (self.last.answer, self.last.flexible) if self.last else ("", "")
         self.trace.termination = termination
-        self.trace.answer = answer if answer is not None else (self.last.answer if self.last else "")
+        if answer is None or answer == strict:
+            self.trace.answer, self.trace.flexible_answer = strict, flexible
+        else:
+            self.trace.answer = self.trace.flexible_answer = answer
 
-    def fail(self, err: Exception) -> None:
-        """The question ends on an error (answer ""); the run goes on with the next question."""
+    def fail(self, err: BaseException) -> None:
+        """The question ends on a runtime failure (answer ""); the run goes on with the next
+        question, and a resumed run retries it."""
         self.trace.termination, self.trace.answer = "error", ""
         self.trace.error = f"{type(err).__name__}: {err}"
 
@@ -268,11 +302,27 @@ class Session:
         return self.trace
 
 
+def is_question_failure(err: BaseException) -> bool:
+    """Whether `err` is a failure of one question at run time, recorded as an error trace:
+    RuntimeError (torch's out-of-memory and kernel errors, a generation without hidden states),
+    MemoryError, and OSError (a retriever's or the disk's I/O). Everything else is a bug in the
+    code or the setup (TypeError, KeyError, AttributeError, AssertionError, NameError,
+    IndexError, ImportError, ValueError, and NotImplementedError / RecursionError among the
+    RuntimeErrors) and must stop the stage rather than become data."""
+    return isinstance(err, (RuntimeError, MemoryError, OSError)) and not isinstance(
+        err, (NotImplementedError, RecursionError)
+    )
+
+
 class Method(ABC):
     """A QA pipeline over shared components: `answer(question) -> Trace`."""
 
     name: ClassVar[str]
     needs_prober: ClassVar[bool] = False
+    # The inputs (questions, model, prompts, index, prober, router) and dotted params its traces
+    # depend on: the run settings record exactly these, so a resumed run is refused only for a
+    # change the method would see (skillrag.stages.run_settings).
+    reads: ClassVar[tuple[str, ...]] = ("questions", "model", "prompts", "lm.max_new_tokens")
 
     def __init__(self, parts: Components) -> None:
         if self.needs_prober and parts.prober is None:
@@ -285,13 +335,16 @@ class Method(ABC):
     def answer(self, question: Question, on_round: OnRound | None = None) -> Trace:
         """Run the method on one question; `on_round` sees each round as it is recorded.
 
-        An exception inside the question ends it with termination "error" (message in the
-        trace) instead of ending the whole run.
+        A per-question runtime failure (`is_question_failure`) ends the question with termination
+        "error" (message in the trace) and the run goes on; any other exception is a bug and
+        propagates, stopping the stage.
         """
         session = Session(self, question, on_round)
         try:
             self.run(session)
-        except Exception as err:  # noqa: BLE001 - one question's failure is data, not a crash
+        except Exception as err:
+            if not is_question_failure(err):
+                raise
             session.fail(err)
         return session.finish()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from skillrag.methods.base import Attempt, Method, Session
+from skillrag.methods.simple import RETRIEVAL_READS
 
 
 class GatedRAG(Method):
@@ -13,6 +14,7 @@ class GatedRAG(Method):
     final answer is the last round's."""
 
     needs_prober = True
+    reads = (*Method.reads, *RETRIEVAL_READS, "prober", "probe.threshold", "methods.max_rounds")
 
     def run(self, session: Session) -> None:
         attempt: Attempt | None = session.answer_round("no_retrieval")

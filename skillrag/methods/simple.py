@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from skillrag.methods.base import Method, Session
 
+RETRIEVAL_READS = ("index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b")
+
 
 class NoRetrieval(Method):
     """Closed-book CoT answer; the prober's score is recorded when a prober is given."""
@@ -19,6 +21,7 @@ class SingleStep(Method):
     """BM25 top-k with the question, then a CoT answer over those passages."""
 
     name = "single_step"
+    reads = (*Method.reads, *RETRIEVAL_READS)
 
     def run(self, session: Session) -> None:
         session.answer_round("retrieval", [session.question.question])

