@@ -41,6 +41,9 @@ class Round:
     on this round's answer; `router_scores` the scores behind the skill choice; `fallbacks` says
     which deterministic fallbacks replaced unusable model output; `state` is the answer's hidden
     vector (mean over the prober's layers), kept only when recording states for the learned router.
+    `answer` is the strict answer ("" when the generation had no `Answer:`), `flexible_answer`
+    the flexible one (skillrag.prompts.cot); `budget_hit`: the generation ended on the token
+    budget (max_new_tokens) rather than a stop sequence or end of text.
     """
 
     index: int
@@ -56,6 +59,8 @@ class Round:
     fallbacks: list[str] = field(default_factory=list)
     state: list[float] | None = None
     cost: Cost = field(default_factory=Cost)
+    budget_hit: bool = False
+    flexible_answer: str = ""
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Round:
@@ -64,8 +69,10 @@ class Round:
 
 @dataclass
 class Trace:
-    """A question's run: rounds, the final answer, why it stopped, the error message when it
-    stopped on one, and the totals (including calls of an unfinished round).
+    """A question's run: rounds, the final answer (strict, and flexible), why it stopped, the
+    error message when it stopped on one, the totals (including calls of an unfinished round),
+    and the question's scores (em, acc, acc_substring, f1 and flexible_*; see
+    skillrag.eval.summary.score_trace), filled by the runner when the trace is written.
 
     termination: "accepted" (the prober accepted), "exit" (the router chose exit), "max_rounds",
     "exhausted" (no query left that had not been issued), "error", or "done" (fixed baselines).
@@ -81,6 +88,8 @@ class Trace:
     termination: Termination = "done"
     error: str | None = None
     totals: Cost = field(default_factory=Cost)
+    flexible_answer: str = ""
+    scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return _finite(asdict(self))

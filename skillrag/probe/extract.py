@@ -3,7 +3,8 @@
 For every train/dev question and every strategy (closed-book `no_retrieval`; `single_step` over
 the BM25 top-k for the question) the LM answers with the same CoT prompt the methods use at
 inference time, capturing the hidden states of the prober's layers in the same generation.
-Each row is labelled by ACC (a normalised gold answer occurs in the answer line).
+Each row is labelled by the strict answer's ACC (a normalised gold's tokens occur as a run in the
+`Answer:` text; no `Answer:` is wrong), and records whether it had no answer or hit the budget.
 
 Resumable: finished rows are checkpointed as shards in `<out>.partial/` every few rows or seconds
 (`extract.checkpoint_rows`, `extract.checkpoint_seconds`); a re-run with the same inputs (same
@@ -27,9 +28,9 @@ from tqdm import tqdm
 
 from skillrag import interrupts
 from skillrag.data.schema import Question
-from skillrag.eval.metrics import accuracy, exact_match
+from skillrag.eval.metrics import score_answer
 from skillrag.files import publish, write_json
-from skillrag.lm.base import LM, default_layers
+from skillrag.lm.base import LM, Generation, default_layers
 from skillrag.probe.states import read_rows, write_shard
 from skillrag.prompts import load_prompt
 from skillrag.prompts.cot import STOP, Prompt, cot_prompt, parse_answer
@@ -86,21 +87,26 @@ def _prompts(tasks: Sequence[Task], retriever: Retriever | None, k: int) -> list
     ]
 
 
-def _row(question: Question, strategy: str, prompt: Prompt, text: str, entropies: Sequence[float], prompt_tokens: int) -> dict[str, Any]:
-    _, answer = parse_answer(text)
+def _row(question: Question, strategy: str, prompt: Prompt, gen: Generation) -> dict[str, Any]:
+    """One labelled row: em / acc of the strict answer (no `Answer:` scores wrong), whether it
+    had none, and whether the generation ended on the token budget."""
+    answer = parse_answer(gen.text).answer
+    scores = score_answer(answer, question.answers)
     return {
         "id": question.id,
         "dataset": question.dataset,
         "split": question.split,
         "strategy": strategy,
         "prompt_hash": hashlib.sha1(prompt.text.encode()).hexdigest()[:12],
-        "text": text,
+        "text": gen.text,
         "answer": answer,
-        "em": int(exact_match(answer, question.answers)),
-        "acc": int(accuracy(answer, question.answers)),
-        "mean_entropy": float(np.mean(entropies)) if len(entropies) else 0.0,
-        "prompt_tokens": prompt_tokens,
-        "new_tokens": len(entropies),
+        "em": int(scores["em"]),
+        "acc": int(scores["acc"]),
+        "no_answer": int(not answer),
+        "budget_hit": int(gen.stopped_by == "length"),
+        "mean_entropy": float(np.mean(gen.entropies)) if len(gen.entropies) else 0.0,
+        "prompt_tokens": gen.prompt_tokens,
+        "new_tokens": len(gen.entropies),
     }
 
 
@@ -125,7 +131,7 @@ def run_chunk(
             gens = lm.generate([prompts[i].text for i in group], max_new_tokens, stop=STOP, capture=layers, prefix=prefix)
             for i, gen in zip(group, gens):
                 question, strategy = tasks[i]
-                rows.append(_row(question, strategy, prompts[i], gen.text, gen.entropies, gen.prompt_tokens))
+                rows.append(_row(question, strategy, prompts[i], gen))
                 if gen.hidden is None:
                     raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {list(layers)}")
                 for layer in layers:

@@ -1,7 +1,8 @@
 """The prober's training data on disk (stage `extract`'s output, `data/states/`):
 
 - `rows.parquet`: one row per (question, strategy): id, dataset, split, strategy, prompt_hash,
-  text, answer, em, acc (the label), mean_entropy, prompt_tokens, new_tokens, shard, offset;
+  text, answer (strict), em, acc (the label), no_answer, budget_hit, mean_entropy, prompt_tokens,
+  new_tokens, shard, offset;
 - `shard-XXXXX.safetensors`: tensors `layer_<l>` of shape [rows in shard, hidden_size], the
   hidden states mean-pooled over the generated tokens, float32;
 - `meta.json`: model, layers, hidden_size, and the fingerprint of the run's inputs.
@@ -21,8 +22,8 @@ from safetensors.torch import load_file, save_file
 from skillrag.files import atomic_path
 
 ROW_COLUMNS = [
-    "id", "dataset", "split", "strategy", "prompt_hash", "text", "answer", "em", "acc",
-    "mean_entropy", "prompt_tokens", "new_tokens",
+    "id", "dataset", "split", "strategy", "prompt_hash", "text", "answer", "em", "acc", "no_answer",
+    "budget_hit", "mean_entropy", "prompt_tokens", "new_tokens",
 ]
 
 

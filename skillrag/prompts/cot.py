@@ -1,5 +1,6 @@
 """The chain-of-thought QA prompt (Question / Rationale / Answer, a Passages block first when
-there is evidence) and the parser that reads the reasoning and the answer back.
+there is evidence) and the parser that reads the reasoning and the answer back: strictly (the
+`Answer:` text, the headline) and flexibly (also a short final sentence of the model's own).
 
 A prompt is returned as (prefix, body): the prefix is the few-shot block shared by every
 prompt of the same kind, so the LM can compute its KV cache once.
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from skillrag.data.schema import Passage
 from skillrag.prompts import load_prompt
+from skillrag.text import normalized_tokens
 
 STOP = ("\nQuestion:", "\n\nPassages:", "\n\n\n")
 MAX_PASSAGE_CHARS = 600
@@ -46,19 +48,59 @@ def cot_prompt(question: str, passages: Sequence[Passage] = ()) -> Prompt:
     return Prompt(load_prompt("cot_passages_fewshot"), f"Passages:\n{block}\nQuestion: {question}\nRationale:")
 
 
-_ANSWER = re.compile(r"^\s*Answer\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
+_ANSWER = re.compile(r"\banswer\s*:[ \t]*(.*)", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_UNFINISHED = re.compile(r"[^.!?]*$")
+FLEXIBLE_MAX_WORDS = 12
+COPY_NGRAM = 4
 
 
-def parse_answer(generated: str) -> tuple[str, str]:
-    """(reasoning, answer) from the text generated after `Rationale:`.
+@dataclass(frozen=True)
+class ParsedAnswer:
+    """A generation read back. `answer` is the strict extraction: the text after the first
+    `Answer:` (own line or inline) to the end of that line, "" when there is none (scored
+    wrong). `flexible` is the strict answer when there is one, else the generation's short final
+    sentence when it is not copied from the prompt, else "" (see `flexible_answer`)."""
 
-    The answer is the first `Answer:` line; without one, the last non-empty line stands in
-    (small models sometimes skip the label). Empty generations give ("", "").
-    """
+    reasoning: str
+    answer: str
+    flexible: str
+
+
+def parse_answer(generated: str, prompt: str = "", truncated: bool = False) -> ParsedAnswer:
+    """Reasoning, strict and flexible answers of the text generated after `Rationale:`.
+    `prompt` is the text the model saw (passages, exemplars, question), which the flexible
+    answer must not copy; `truncated`: the generation was cut by the token budget."""
     match = _ANSWER.search(generated)
     if match:
-        return generated[: match.start()].strip(), match.group(1).strip()
-    lines = [line.strip() for line in generated.strip().splitlines() if line.strip()]
+        answer = match.group(1).strip()
+        reasoning = generated[: match.start()].strip()
+    else:
+        answer, reasoning = "", generated.strip()
+    return ParsedAnswer(reasoning, answer, answer or flexible_answer(reasoning, prompt, truncated))
+
+
+def flexible_answer(reasoning: str, prompt: str, truncated: bool = False) -> str:
+    """The final sentence of `reasoning` when it has at most FLEXIBLE_MAX_WORDS words and no run
+    of COPY_NGRAM normalised words that also occurs in `prompt`, else "". When `truncated`,
+    the unfinished words after the last sentence end (. ! ?) are not a sentence and are dropped.
+
+    A final sentence copied from a passage often contains the gold without answering (a 0.5B
+    model's budget-cut rationale), so it must not count as an answer; a short answer that is
+    an entity named in the passages (under COPY_NGRAM words) is how extractive answers look,
+    so it stays.
+    """
+    if truncated:
+        reasoning = _UNFINISHED.sub("", reasoning)
+    lines = [line.strip() for line in reasoning.splitlines() if line.strip()]
     if not lines:
-        return "", ""
-    return "\n".join(lines[:-1]), lines[-1]
+        return ""
+    sentence = _SENTENCE_END.split(lines[-1])[-1].strip()
+    words = normalized_tokens(sentence)
+    if not words or len(sentence.split()) > FLEXIBLE_MAX_WORDS:
+        return ""
+    return "" if _ngrams(words) & _ngrams(normalized_tokens(prompt)) else sentence
+
+
+def _ngrams(tokens: Sequence[str]) -> set[tuple[str, ...]]:
+    return {tuple(tokens[i : i + COPY_NGRAM]) for i in range(len(tokens) - COPY_NGRAM + 1)}

@@ -1,0 +1,65 @@
+"""Reading answers back from CoT generations: strict (`Answer:` only) and flexible extraction."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillrag.prompts.cot import FLEXIBLE_MAX_WORDS, ParsedAnswer, cot_prompt, parse_answer
+from tests.fakes import CORPUS
+
+PROMPT = cot_prompt("Who directed Cast Away?", CORPUS[:2]).text
+
+
+@pytest.mark.parametrize(
+    ("generated", "reasoning", "answer"),
+    [
+        (" He directed it.\nAnswer: Robert Zemeckis", "He directed it.", "Robert Zemeckis"),
+        (" He directed it. Answer: Robert Zemeckis\nMore text.", "He directed it.", "Robert Zemeckis"),
+        (" Thinking.\nanswer:Paris", "Thinking.", "Paris"),
+        (" First.\nAnswer: one\nAnswer: two", "First.", "one"),  # the first Answer: counts
+        (" It ran out.\nAnswer:", "It ran out.", ""),  # a label with nothing after it
+        ("", "", ""),
+    ],
+)
+def test_strict_answer_is_the_text_after_the_first_answer_label(generated, reasoning, answer):
+    parsed = parse_answer(generated, PROMPT)
+    assert (parsed.reasoning, parsed.answer) == (reasoning, answer)
+
+
+def test_without_an_answer_label_the_strict_answer_is_empty():
+    parsed = parse_answer(" The film was directed by him.\nRobert Zemeckis", PROMPT)
+    assert parsed == ParsedAnswer("The film was directed by him.\nRobert Zemeckis", "", "Robert Zemeckis")
+
+
+def test_flexible_is_the_strict_answer_when_there_is_one():
+    assert (
+        parse_answer(" Zemeckis made it. He was born in 1952.\nAnswer: Zemeckis", PROMPT).flexible
+        == "Zemeckis"
+    )
+
+
+def test_flexible_takes_a_short_final_sentence_of_the_models_own():
+    parsed = parse_answer(" The film is by a director. So the director is Zemeckis.", PROMPT)
+    assert (parsed.answer, parsed.flexible) == ("", "So the director is Zemeckis.")
+
+
+def test_flexible_never_returns_text_copied_from_the_passages_or_the_prompt():
+    copied = " I read the passages. Cast Away is a 2000 film directed by Robert Zemeckis."
+    assert parse_answer(copied, PROMPT).flexible == ""
+    exemplar = " They are on different continents."  # from the few-shot block of the prompt
+    assert parse_answer(exemplar, PROMPT).flexible == ""
+    assert parse_answer(" Who directed Cast Away?", PROMPT).flexible == ""  # the question
+
+
+def test_flexible_is_bounded_in_words():
+    long = " " + " ".join(f"w{i}" for i in range(FLEXIBLE_MAX_WORDS + 1)) + "."
+    short = " " + " ".join(f"w{i}" for i in range(FLEXIBLE_MAX_WORDS)) + "."
+    assert parse_answer(long, PROMPT).flexible == ""
+    assert parse_answer(short, PROMPT).flexible == short.strip()
+
+
+def test_a_budget_cut_fragment_is_not_a_flexible_answer():
+    text = " The director is Zemeckis. He was born in the"
+    assert parse_answer(text, PROMPT, truncated=True).flexible == "The director is Zemeckis."
+    assert parse_answer(" He was born in the", PROMPT, truncated=True).flexible == ""
+    assert parse_answer(text, PROMPT, truncated=True).answer == ""
