@@ -28,7 +28,7 @@ def test_smollm2_answers_a_real_question_with_hidden_states():
     prompt = cot_prompt("Who wrote the play Hamlet?", [passage])
     layers = default_layers(lm.num_layers)
     [gen] = lm.generate([prompt.text], 48, stop=STOP, capture=layers, prefix=prompt.prefix)
-    _, answer = parse_answer(gen.text)
+    answer = parse_answer(gen.text, prompt.text).answer
     assert "shakespeare" in answer.lower()
     assert sorted(gen.hidden) == list(range(11, 31))
     for vector in gen.hidden.values():
