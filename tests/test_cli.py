@@ -1,8 +1,7 @@
-"""The CLI's contract with a user: clear errors for bad input, truncation with a warning, live rounds."""
+"""The CLI's contract with a user: clear errors for bad input, live rounds."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -51,15 +50,15 @@ def test_missing_index_names_the_command_that_builds_it(params_file):
     assert code == 1 and "skillrag index" in out
 
 
-def test_long_question_is_truncated_with_a_warning(params_file, monkeypatch):
-    lm = FakeLM(replies=[" Thinking.\nAnswer: Paris"])
-    retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
-    monkeypatch.setattr(runtime, "open_components", lambda *a, **k: Components(lm, retriever))
-    code, out = invoke(params_file, "ask", "capital " * 2500, "--method", "no_retrieval", "--json")
-    assert code == 0, out
-    assert "truncated from 19,999 to 2,000 characters" in out
-    trace = json.loads(out[out.index("{"):])
-    assert len(trace["question"]) == 2000 and trace["answer"] == "Paris"
+def test_too_long_question_is_refused_naming_the_limit(params_file, monkeypatch):
+    monkeypatch.setattr(runtime, "open_components", lambda *a, **k: pytest.fail("must refuse before loading"))
+    code, out = invoke(params_file, "ask", "capital " * 2500, "--method", "no_retrieval")
+    assert code == 1 and "19,999 characters, over prepare.max_question_chars=2,000" in out
+
+
+def test_search_k_below_one_is_a_parameter_error(params_file):
+    code, out = invoke(params_file, "search", "Paris", "-k", "0")
+    assert code == 2 and "Invalid value for '-k'" in out and "Traceback" not in out
 
 
 def test_ask_shows_rounds_live(params_file, monkeypatch):

@@ -6,7 +6,7 @@ a numpy load error far from its cause; the check turns it into one line naming t
 command that rebuilds it. Opening checks sizes and sha256 of the backend's files: hashing the
 whole default index (38,675 passages) takes well under a second, so there is no fast path.
 
-The manifest's `digest` (sha256 over every file's path and hash) is the index's identity: run
+The manifest's `digest` (sha256 over every file's path, size and hash) is the index's identity: run
 settings record it, so traces made on one index are never resumed on another.
 """
 
@@ -51,7 +51,8 @@ def write_manifest(index_dir: Path) -> dict[str, Any]:
 
 
 def _digest(files: dict[str, dict[str, Any]]) -> str:
-    return hashlib.sha256("".join(f"{name}\t{entry['sha256']}\n" for name, entry in sorted(files.items())).encode()).hexdigest()
+    lines = "".join(f"{name}\t{entry['size']}\t{entry['sha256']}\n" for name, entry in sorted(files.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def read_manifest(index_dir: str | Path) -> dict[str, Any]:

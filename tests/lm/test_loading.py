@@ -23,6 +23,13 @@ def test_a_missing_directory_is_named(tmp_path):
         load_lm(str(tmp_path / "absent"))
 
 
+def test_a_directory_that_is_not_a_model_says_so_in_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(ModelLoadError, match=r"is a directory but not a transformers model \(no config\.json\)") as info:
+        load_lm(str(tmp_path), device="cpu")
+    assert "\n" not in str(info.value) and "sentencepiece" not in str(info.value)
+
+
 def test_a_hub_id_that_cannot_be_loaded_says_why():
     with pytest.raises(ModelLoadError, match="not a bundled model.*HF_HUB_OFFLINE"):
         load_lm("skillrag-tests/no-such-model", device="cpu")

@@ -52,6 +52,28 @@ def test_wrong_split_size_fails(prepared):
         gate_questions(out, params.model_copy(update={"eval_size": 3}))
 
 
+def test_a_too_long_question_fails_the_gate(prepared):
+    params, out = prepared
+    path = out / "train" / "nq.jsonl"
+    rows = list(read_jsonl(path))
+    rows[0]["question"] = "why " * 1000
+    write_jsonl(path, rows)
+    with pytest.raises(GateFailed, match="expect_column_value_lengths_to_be_between") as info:
+        gate_questions(out, params)
+    assert "'max_value': 2000" in str(info.value)
+
+
+def test_an_eval_question_from_a_train_split_fails_the_gate(prepared):
+    params, out = prepared
+    path = out / "eval" / "musique.jsonl"
+    rows = list(read_jsonl(path))
+    rows[0]["meta"]["orig_split"] = "train"
+    write_jsonl(path, rows)
+    with pytest.raises(GateFailed, match="expect_column_values_to_be_in_set {'column': 'side'") as info:
+        gate_questions(out, params)
+    assert f"train: {rows[0]['id']} (orig_split 'train')" in str(info.value)
+
+
 def _probe_metrics(tmp_path, ensemble_auroc, layer_aurocs):
     path = tmp_path / "probe_metrics.json"
     path.write_text(json.dumps({

@@ -77,3 +77,11 @@ def test_searching_without_an_index_says_how_to_build_it(tmp_path: Path, backend
 def test_unknown_backend_is_rejected(built: BuiltIndex) -> None:
     with pytest.raises(ValueError, match="unknown retrieval backend 'faiss'"):
         open_retriever("faiss", built.index_dir)
+
+
+@pytest.mark.parametrize("k", [0, -3])
+def test_k_below_one_is_a_parameter_error_on_both_backends(retriever: Retriever, k: int) -> None:
+    with pytest.raises(ValueError, match=rf"k \(passages per query\) must be an integer >= 1, got {k}"):
+        retriever.search("Paris", k)
+    with pytest.raises(ValueError, match="must be an integer >= 1"):
+        retriever.batch_search(["Paris", "Jupiter"], k)
