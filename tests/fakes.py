@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from skillrag.data.schema import Passage
-from skillrag.lm.base import Generation
+from skillrag.lm.base import Choice, Generation, Option, Pick, argmax
 from skillrag.retrieval.base import Hit
 
 
@@ -26,8 +26,9 @@ def hidden_state(text: str, layer: int, size: int) -> torch.Tensor:
 
 
 class FakeLM:
-    """`replies` answer generate calls (one per prompt) and `likelihoods` answer loglikelihood
-    calls, both in order; an Exception in either script is raised at that call."""
+    """`replies` answer generate calls (one per prompt), `likelihoods` loglikelihood calls and
+    `choices` choose_and_generate calls: (option scores, the text generated after whichever option
+    is picked), each script in order; an Exception in any script is raised at that call."""
 
     name = "fake-lm"
     num_layers = 4
@@ -37,9 +38,11 @@ class FakeLM:
         self,
         replies: Sequence[str | Exception] = (),
         likelihoods: Sequence[Sequence[float] | Exception] = (),
+        choices: Sequence[tuple[Sequence[float], str] | Exception] = (),
     ) -> None:
         self.replies = list(replies)
         self.likelihoods = list(likelihoods)
+        self.choices = list(choices)
         self.calls: list[tuple[str, str]] = []  # (kind, prompt)
 
     @staticmethod
@@ -63,15 +66,15 @@ class FakeLM:
         for prompt in prompts:
             assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
             self.calls.append(("generate", prompt))
-            text = self._next(self.replies, "generate", prompt)
-            hidden = (
-                {layer: hidden_state(text, layer, self.hidden_size) for layer in capture} if capture else None
-            )
-            n = len(text.split())
-            out.append(
-                Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden, "stop")
-            )
+            out.append(self._generation(prompt, self._next(self.replies, "generate", prompt), capture))
         return out
+
+    def _generation(self, prompt: str, text: str, capture: Sequence[int] | None) -> Generation:
+        hidden = (
+            {layer: hidden_state(text, layer, self.hidden_size) for layer in capture} if capture else None
+        )
+        n = len(text.split())
+        return Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden, "stop")
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         self.calls.append(("loglikelihood", prompt))
@@ -79,20 +82,36 @@ class FakeLM:
         assert len(scores) == len(continuations)
         return scores
 
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
+        self.calls.append(("choose", prompt))
+        scores, text = self._next(self.choices, "choose_and_generate", prompt)
+        assert len(scores) == len(options)
+        index = (pick or argmax)(list(scores))
+        option = options[index]
+        if option.max_new_tokens < 1:
+            return Choice(list(scores), index, None, len(prompt.split()))
+        generation = self._generation(prompt + option.label + option.lead, text, None)
+        return Choice(list(scores), index, generation, generation.prompt_tokens)
+
     def kinds(self) -> list[str]:
-        """Which prompt each call answered: "router" (loglikelihood), "cot", or "skill_<name>"."""
-        return ["router" if kind == "loglikelihood" else _kind(prompt) for kind, prompt in self.calls]
+        """Which prompt each call answered: "calibrate" (loglikelihood), "route" (choose_and_generate),
+        "cot", or "skill_<name>" (a skill writing its output on its own)."""
+        names = {"loglikelihood": "calibrate", "choose": "route"}
+        return [names.get(kind) or _kind(prompt) for kind, prompt in self.calls]
 
     @property
     def exhausted(self) -> bool:
-        return not self.replies and not self.likelihoods
+        return not self.replies and not self.likelihoods and not self.choices
 
 
 _ENDINGS = {
     "Rationale:": "cot",
-    "Missing fact query:": "skill_evidence_focusing",
-    "Queries:\n-": "skill_question_decomposition",
-    "Query:": "skill_query_rewriting",
+    "Next step: focus\nQuery:": "skill_evidence_focusing",
+    "Next step: decompose\nQueries:\n-": "skill_question_decomposition",
+    "Next step: rewrite\nQuery:": "skill_query_rewriting",
 }
 
 

@@ -6,7 +6,7 @@ methods with a scripted LM) do not pay for importing transformers.
 
 from importlib import import_module
 
-from skillrag.lm.base import LM, Generation, default_layers
+from skillrag.lm.base import LM, Choice, Generation, Option, default_layers, state_vector
 
 _LAZY = {
     "HFCausalLM": "skillrag.lm.hf",
@@ -14,7 +14,17 @@ _LAZY = {
     "load_lm": "skillrag.lm.loading",
 }
 
-__all__ = ["LM", "Generation", "HFCausalLM", "ModelLoadError", "default_layers", "load_lm"]
+__all__ = [
+    "LM",
+    "Choice",
+    "Generation",
+    "HFCausalLM",
+    "ModelLoadError",
+    "Option",
+    "default_layers",
+    "load_lm",
+    "state_vector",
+]
 
 
 def __getattr__(name: str):

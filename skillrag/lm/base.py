@@ -1,12 +1,14 @@
 """What every language model in skillrag offers: batched greedy generation with optional
-hidden-state capture in the same pass, and continuation log-likelihoods (for the router)."""
+hidden-state capture in the same pass, continuation log-likelihoods, and choosing among
+continuations then generating after the chosen one on the same prompt pass (the router)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import torch
 
 
@@ -33,6 +35,38 @@ class Generation:
         return len(self.token_ids)
 
 
+@dataclass(frozen=True)
+class Option:
+    """One continuation to choose among: `label` is scored; when it is chosen, `lead` follows it
+    unscored and then up to `max_new_tokens` are generated until a `stop` string (0: nothing is
+    generated, e.g. a decision to stop)."""
+
+    label: str
+    lead: str = ""
+    max_new_tokens: int = 0
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `choose_and_generate` returns: every option's summed label log-likelihood, the index
+    chosen, and the generation after it (None when that option generates nothing).
+    `prompt_tokens` counts the tokens read: the prompt's and the chosen label's and lead's."""
+
+    scores: list[float]
+    index: int
+    generation: Generation | None
+    prompt_tokens: int
+
+
+Pick = Callable[[list[float]], int]
+
+
+def argmax(scores: Sequence[float]) -> int:
+    """The first index of the highest score (the default pick)."""
+    return max(range(len(scores)), key=scores.__getitem__)
+
+
 class LM(Protocol):
     name: str
     num_layers: int
@@ -53,6 +87,20 @@ class LM(Protocol):
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         """Sum of token log-probabilities of each continuation after `prompt`."""
         ...
+
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        """One model call: run `prompt` once (its `prefix` KV from the cache), score every option's
+        label as `loglikelihood` does, let `pick(scores)` choose (default: argmax), then
+        greedy-generate after prompt + label + lead on the same KV, as `generate` would."""
+        ...
+
+
+def state_vector(hidden: Mapping[int, torch.Tensor], layers: Sequence[int]) -> np.ndarray:
+    """An answer's hidden state as one vector (numpy, float32): the mean over `layers` of the
+    per-layer pooled states of a Generation."""
+    return torch.stack([hidden[layer].float() for layer in layers]).mean(dim=0).numpy()
 
 
 def default_layers(num_layers: int) -> list[int]:

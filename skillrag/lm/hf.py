@@ -31,7 +31,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
-from skillrag.lm.base import Generation
+from skillrag.lm.base import Choice, Generation, Option, Pick, argmax
 
 
 @dataclass
@@ -229,8 +229,20 @@ class HFCausalLM:
         if not all(ids):
             raise ValueError("every prompt needs at least one token")
         prefilled, start = self._shared_prefix(prefix, prompts, ids)
+        return self._generate(ids, prefilled, start, max_new_tokens, stop, layers)
+
+    def _generate(
+        self,
+        ids: list[list[int]],
+        prefilled: _Prefilled | None,
+        start: int,
+        max_new_tokens: int,
+        stop: Sequence[str],
+        layers: list[int],
+    ) -> list[Generation]:
+        """Decode every row of `ids`, reusing the first `start` positions of `prefilled`."""
         batch = _Batch(self, ids, prefilled, start, max_new_tokens, pad_left=True, logits_to_keep=1)
-        rows, logprobs, entropies, states = self._decode(batch, len(prompts), max_new_tokens, stop, layers)
+        rows, logprobs, entropies, states = self._decode(batch, len(ids), max_new_tokens, stop, layers)
 
         results = []
         for i, row in enumerate(rows):
@@ -303,10 +315,48 @@ class HFCausalLM:
         prompt_ids = self.encode(prompt)
         if not prompt_ids:
             raise ValueError("loglikelihood needs a prompt with at least one token")
-        conts = [self.tokenizer(text, add_special_tokens=False).input_ids for text in continuations]
+        conts = [self._continuation_ids(text) for text in continuations]
         if not any(conts):
             return [0.0] * len(conts)
-        prefilled = self._prefill(prompt_ids)
+        return self._score(self._prefill(prompt_ids), conts)
+
+    @torch.inference_mode()
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        """Score the options' labels on one run of `prompt`, pick one, and generate after it.
+        See `skillrag.lm.base.LM.choose_and_generate`.
+
+        The prompt is run once (its leading `prefix` tokens from the prefix cache); the labels
+        are scored in one batch on its KV, exactly as `loglikelihood` scores them; generation
+        then feeds the chosen label's and lead's tokens on that same KV and decodes greedily,
+        as `generate` does for the text prompt + label + lead (label and lead are tokenized
+        on their own, like loglikelihood's continuations).
+        """
+        if not options:
+            raise ValueError("choose_and_generate needs at least one option")
+        prompt_ids = self.encode(prompt)
+        if not prompt_ids:
+            raise ValueError("choose_and_generate needs a prompt with at least one token")
+        cached, start = self._shared_prefix(prefix, [prompt], [prompt_ids])
+        prefilled = self._prefill(prompt_ids, cached, start)
+        labels = [self._continuation_ids(option.label) for option in options]
+        scores = self._score(prefilled, labels) if any(labels) else [0.0] * len(labels)
+        index = (pick or argmax)(scores)
+        option = options[index]
+        if option.max_new_tokens < 1:
+            return Choice(scores, index, None, len(prompt_ids))
+        ids = prompt_ids + labels[index] + self._continuation_ids(option.lead)
+        reused = min(len(prompt_ids), len(ids) - 1)  # at least one token is fed to start decoding
+        [generation] = self._generate([ids], prefilled, reused, option.max_new_tokens, option.stop, [])
+        return Choice(scores, index, generation, len(ids))
+
+    def _continuation_ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def _score(self, prefilled: _Prefilled, conts: list[list[int]]) -> list[float]:
+        """Summed log-probability of each continuation after the prefilled prompt, one batch."""
+        prompt_ids = prefilled.ids
         rows = [prompt_ids + cont for cont in conts]
         batch = _Batch(self, rows, prefilled, len(prompt_ids), 0, pad_left=False, logits_to_keep=0)
         # The distribution over continuation token j is the prompt's next-token one for j = 0,
@@ -375,11 +425,20 @@ class HFCausalLM:
         start = min(min(_common_length(prefilled.ids, row), len(row) - 1) for row in ids)
         return (prefilled, start) if start > 0 else (None, 0)
 
-    def _prefill(self, ids: list[int]) -> _Prefilled:
+    def _prefill(self, ids: list[int], cached: _Prefilled | None = None, start: int = 0) -> _Prefilled:
+        """Run `ids` at batch size 1, taking the first `start` positions from `cached` when given."""
         # A config-less DynamicCache keeps every position in every layer (also sliding-window ones).
-        cache = DynamicCache()
+        if cached is None or start == 0:
+            cache, start = DynamicCache(), 0
+        else:
+            cache = DynamicCache([(keys[:, :, :start], values[:, :, :start]) for keys, values in cached.kv])
+        positions = torch.arange(start, len(ids), device=self.device)[None]
         out = self.model(
-            input_ids=torch.tensor([ids], device=self.device), cache=cache, use_cache=True, logits_to_keep=1
+            input_ids=torch.tensor([ids[start:]], device=self.device),
+            position_ids=positions,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
         )
         kv = [(layer.keys, layer.values) for layer in cache.layers]
         return _Prefilled(ids, kv, torch.log_softmax(out.logits[0, -1].float(), dim=-1))

@@ -3,7 +3,10 @@
 On each rejected answer the router picks a skill from the failure state (question, failed
 reasoning, answer, evidence). A query skill writes the next queries (never one already issued;
 see skillrag.skills.base), which are retrieved and answered over; `exit` stops with the
-current answer or the abstain answer (`methods.exit_mode`).
+current answer or the abstain answer (`methods.exit_mode`). The prompt router writes the chosen
+skill's queries in the same LLM call that chooses it, so a retry costs two calls (route and
+write, then answer); the learned router chooses without one, and the skill then writes its
+queries in one call.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ class SkillRAG(GatedRAG):
             session.decision_round(EXIT, answer, routing)
             session.stop("exit", answer)
             return None
-        result = self.skills[routing.skill].apply(state)
+        result = self.skills[routing.skill].apply(state, routing.output)
         notes = [result.fallback] if result.fallback else []
         if not result.queries:
             session.decision_round(routing.skill, state.answer, routing, notes)

@@ -16,19 +16,17 @@ from skillrag.skills.decompose import QuestionDecomposition
 from skillrag.skills.exit import exit_answer
 from skillrag.skills.focus import EvidenceFocusing
 from skillrag.skills.learned_router import (
-    ExplorationRouter,
     LearnedRouter,
     build_router_dataset,
     load_learned_router,
-    train_learned_router,
 )
 from skillrag.skills.rewrite import QueryRewriting
-from skillrag.skills.router import PromptRouter
+from skillrag.skills.router import SKILL_TYPES, PromptRouter
 
 
 def build_skills(lm: LM) -> dict[str, Skill]:
     """The three query skills by name (exit needs no LM: see exit_answer)."""
-    return {skill.name: skill(lm) for skill in (QueryRewriting, QuestionDecomposition, EvidenceFocusing)}
+    return {skill.name: skill(lm) for skill in SKILL_TYPES}
 
 
 __all__ = [
@@ -36,7 +34,6 @@ __all__ = [
     "QUERY_SKILLS",
     "SKILL_NAMES",
     "EvidenceFocusing",
-    "ExplorationRouter",
     "FailureState",
     "LearnedRouter",
     "PromptRouter",
@@ -51,5 +48,4 @@ __all__ = [
     "exit_answer",
     "fallback_skill",
     "load_learned_router",
-    "train_learned_router",
 ]

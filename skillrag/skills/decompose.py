@@ -48,7 +48,9 @@ class QuestionDecomposition(Skill):
     """
 
     name = "question_decomposition"
-    stop = ("\n\n", "\nQuestion:")
+    label = " decompose"
+    lead = "\nQueries:\n-"
+    stop = ("\n\n", "\nPassages:", "\nQuestion:")
     max_new_tokens = 64
     max_queries = 3
 

@@ -15,6 +15,7 @@ class EvidenceFocusing(Skill):
     """
 
     name = "evidence_focusing"
+    label = " focus"
 
     def fallback(self, state: FailureState) -> list[str]:
         covered = {t for passage in state.passages for t in keywords(passage.contents)}

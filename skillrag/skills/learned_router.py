@@ -1,66 +1,75 @@
 """The learned router (beyond the paper): a logistic regression from the failure state's hidden
-vector to the skill that then worked, so routing costs no LLM call.
+vector to the skill to use, so choosing costs no LLM call.
 
-Training data comes from traces run with `record_states` (best with the ExplorationRouter, so
-every skill gets tried): for every skill round that the prober accepted or that answered
-correctly, the previous round's hidden vector (the failure state the router saw) is labelled
-with that round's skill. Weights are stored as safetensors arrays plus a JSON record (classes,
-layers, hidden size), never pickle, so loading cannot run code.
+Training data comes from skill-exploration traces (skillrag.methods.exploration): a failure
+state is a question whose single-step answer is wrong by gold, its vector the mean of that
+answer's pooled hidden states over the resolved `lm.layers`, and its label the first query skill
+(in the fixed `QUERY_SKILLS` order) whose answer was right by gold, else `exit` (no skill helped,
+so stopping was right). Gold correctness is passed in by the stage: this package does not import
+the eval layer. Below a minimum number of examples per label nothing is trained; a note says
+why. Weights are stored as safetensors arrays plus a JSON record (classes, layers, hidden size),
+never pickle, so loading cannot run code.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from safetensors.numpy import load_file, save_file
 
-from skillrag.eval.metrics import accuracy
 from skillrag.files import atomic_path, write_json
-from skillrag.skills.base import QUERY_SKILLS, FailureState, Routing, fallback_skill
+from skillrag.lm.base import state_vector
+from skillrag.skills.base import EXIT, QUERY_SKILLS, SKILL_NAMES, FailureState, Routing, fallback_skill
 
 if TYPE_CHECKING:
     from skillrag.methods.trace import Trace
 
 WEIGHTS, RECORD, STATUS = "router.safetensors", "router.json", "status.json"
+IsCorrect = Callable[[str, Sequence[str]], bool]  # (answer, gold answers) -> right?
 
 
-def state_vector(hidden: Mapping[int, torch.Tensor], layers: Sequence[int]) -> np.ndarray:
-    """The failure state as one vector: the mean over `layers` of the pooled hidden states."""
-    return torch.stack([hidden[layer].float() for layer in layers]).mean(dim=0).numpy()
+def router_label(trace: Trace, is_correct: IsCorrect) -> str | None:
+    """The label of an exploration trace: the first query skill whose answer is right, else
+    `exit`; None when the trace holds no failure state (the single-step answer was right, its
+    state was not recorded, or the question ended on an error)."""
+    if trace.termination == "error" or not trace.rounds:
+        return None
+    first = trace.rounds[0]
+    if first.stage != "retrieval" or first.state is None or is_correct(first.answer, trace.golds):
+        return None
+    skill_rounds = (r for r in trace.rounds[1:] if r.stage in QUERY_SKILLS and r.queries)
+    return next((r.stage for r in skill_rounds if is_correct(r.answer, trace.golds)), EXIT)
 
 
-class ExplorationRouter:
-    """For collecting training traces: every query skill gets tried, whatever a biased router
-    would prefer. Each question starts at its own skill (by a hash of its text) and cycles, so the
-    label is not confounded with the round index."""
-
-    def choose(self, state: FailureState) -> Routing:
-        offset = zlib.crc32(state.question.encode())
-        return Routing(QUERY_SKILLS[(offset + state.round - 1) % len(QUERY_SKILLS)])
-
-
-def build_router_dataset(traces: Iterable[Trace]) -> tuple[np.ndarray, list[str]]:
-    """(X [n, d], skill labels): failure states followed by a skill round that was accepted or correct."""
+def build_router_dataset(traces: Iterable[Trace], is_correct: IsCorrect) -> tuple[np.ndarray, list[str]]:
+    """(X [n, d], labels) from exploration traces: one row per failure state (see `router_label`)."""
     rows, labels = [], []
     for trace in traces:
-        for before, after in zip(trace.rounds, trace.rounds[1:]):
-            worked = after.accepted or accuracy(after.answer, trace.golds)
-            if after.stage in QUERY_SKILLS and after.queries and worked and before.state is not None:
-                rows.append(before.state)
-                labels.append(after.stage)
-    if not rows:
-        raise ValueError(
-            "no recorded failure state was followed by a skill that worked; "
-            "run skill_rag with record_states on more questions"
-        )
-    return np.asarray(rows, dtype=np.float32), labels
+        label = router_label(trace, is_correct)
+        if label is not None:
+            rows.append(trace.rounds[0].state)
+            labels.append(label)
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(rows[0]) if rows else 0), labels
+
+
+def too_few_examples(labels: Sequence[str], min_per_skill: int) -> str | None:
+    """Why no router should be fit on `labels` (some skill, exit included, has fewer than
+    `min_per_skill` examples), or None when every skill has enough."""
+    counts = Counter(labels)
+    thin = {skill: counts[skill] for skill in SKILL_NAMES if counts[skill] < min_per_skill}
+    if not thin:
+        return None
+    have = ", ".join(f"{skill} {counts[skill]}" for skill in SKILL_NAMES)
+    return (
+        f"too few failure states per skill to learn from (need train_router.min_examples_per_skill="
+        f"{min_per_skill} each; have {have}): run more train_router.train_questions"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,8 +181,6 @@ def cross_validate_router(x: np.ndarray, labels: Sequence[str], c: float = 1.0, 
     """How well failure states predict the skill that worked, on examples the fit did not see:
     stratified k-fold accuracy against always answering the most frequent skill. Folds shrink
     to the rarest skill's count; with fewer than two per skill there is nothing to measure."""
-    from collections import Counter
-
     from sklearn.model_selection import StratifiedKFold
 
     counts = Counter(labels)
@@ -193,23 +200,9 @@ def cross_validate_router(x: np.ndarray, labels: Sequence[str], c: float = 1.0, 
     return report
 
 
-def train_learned_router(
-    traces: Iterable[Trace], layers: Sequence[int], out_dir: str | Path | None = None, c: float = 1.0
-) -> LearnedRouter:
-    """Build the dataset from traces, fit, and save to `out_dir` when given.
-
-    `layers` must be the layers the recorded states were averaged over (the prober's layers).
-    """
-    x, labels = build_router_dataset(traces)
-    router = fit_router(x, labels, layers, c)
-    if out_dir is not None:
-        router.save(out_dir)
-    return router
-
-
 def record_untrained(out_dir: str | Path, reason: str) -> None:
-    """Leave a note instead of weights when the traces hold no usable example, so the pipeline
-    goes on and `load_learned_router` explains why there is no router."""
+    """Leave a note instead of weights when there are too few examples, so the pipeline goes on
+    and `load_learned_router` explains why there is no router."""
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
         write_json(tmp / STATUS, {"trained": False, "reason": reason})

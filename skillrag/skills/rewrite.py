@@ -14,6 +14,7 @@ class QueryRewriting(Skill):
     """
 
     name = "query_rewriting"
+    label = " rewrite"
 
     def fallback(self, state: FailureState) -> list[str]:
         question, answer = keywords(state.question), keywords(state.answer)

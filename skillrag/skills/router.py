@@ -1,4 +1,9 @@
-"""The prompt router: score the four skill labels by likelihood instead of parsing free text.
+"""The prompt router: route and act in one LLM call, scoring skill labels instead of parsing text.
+
+One prompt (`router.txt`) holds the failure state; its few-shot examples show each skill label
+followed by that skill's output. The LM runs the prompt once, scores the four labels on its KV,
+and continues the chosen label with the skill's output (`LM.choose_and_generate`), so a retry
+costs one call here and one to answer (paper: routing "requires no additional LLM calls").
 
 Small models cannot reliably emit a clean label, but they can say which of four short
 continuations is likelier. Raw label likelihoods mostly reflect each label's prior (length,
@@ -10,39 +15,52 @@ decide (non-finite, or a tie at the top) fall back to a fixed skill order by rou
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 
-from skillrag.lm.base import LM
-from skillrag.prompts import load_prompt
-from skillrag.skills.base import FailureState, Routing, fallback_skill
+from skillrag.lm.base import LM, Option
+from skillrag.skills.base import EXIT, FailureState, Routing, Skill, fallback_skill, render
+from skillrag.skills.decompose import QuestionDecomposition
+from skillrag.skills.focus import EvidenceFocusing
+from skillrag.skills.rewrite import QueryRewriting
 
-# Skill -> the continuation scored after "Next step:"; router.txt defines the same words.
-LABELS = {
-    "query_rewriting": " rewrite",
-    "question_decomposition": " decompose",
-    "evidence_focusing": " focus",
-    "exit": " stop",
-}
+SKILL_TYPES: tuple[type[Skill], ...] = (QueryRewriting, QuestionDecomposition, EvidenceFocusing)
+# Skill -> its continuation of the prompt after "Next step:"; router.txt uses the same words.
+OPTIONS: dict[str, Option] = {**{skill.name: skill.option() for skill in SKILL_TYPES}, EXIT: Option(" stop")}
 _CONTENT_FREE = dict.fromkeys(("question", "reasoning", "answer", "evidence"), "N/A")
 
 
+def calibrated_choice(raw: Sequence[float], prior: Sequence[float], round_index: int) -> Routing:
+    """The skill with the highest calibrated score (raw minus content-free log-likelihood), or
+    the fixed order when the scores cannot decide."""
+    scores = {skill: s - p for skill, s, p in zip(OPTIONS, raw, prior, strict=True)}
+    ranked = sorted(scores.values(), reverse=True)
+    if not all(math.isfinite(s) for s in ranked) or ranked[0] - ranked[1] < 1e-9:
+        skill = fallback_skill(round_index)
+        return Routing(skill, scores, f"router: scores cannot decide -> fixed order ({skill})")
+    return Routing(max(scores, key=scores.__getitem__), scores)
+
+
 class PromptRouter:
-    """One batched `loglikelihood` call per decision (plus one calibration call per router)."""
+    """One `choose_and_generate` call per decision, plus one `loglikelihood` call per router
+    for the calibration."""
 
     def __init__(self, lm: LM) -> None:
         self.lm = lm
         self._prior: list[float] | None = None
 
-    def _score(self, fields: dict[str, str]) -> list[float]:
-        template = load_prompt("router").rstrip("\n")  # the label continues the "Next step:" line
-        return self.lm.loglikelihood(template.format(**fields), list(LABELS.values()))
-
     def choose(self, state: FailureState) -> Routing:
+        options = list(OPTIONS.values())
         if self._prior is None:
-            self._prior = self._score(_CONTENT_FREE)
-        raw = self._score(state.fields())
-        scores = {skill: s - p for skill, s, p in zip(LABELS, raw, self._prior, strict=True)}
-        ranked = sorted(scores.values(), reverse=True)
-        if not all(math.isfinite(s) for s in ranked) or ranked[0] - ranked[1] < 1e-9:
-            skill = fallback_skill(state.round)
-            return Routing(skill, scores, f"router: scores cannot decide -> fixed order ({skill})")
-        return Routing(max(scores, key=scores.__getitem__), scores)
+            prefix, body = render(_CONTENT_FREE)
+            self._prior = self.lm.loglikelihood(prefix + body, [option.label for option in options])
+        prior = self._prior
+        prefix, body = render(state.fields())
+        choice = self.lm.choose_and_generate(
+            prefix + body,
+            options,
+            prefix=prefix,
+            pick=lambda raw: list(OPTIONS).index(calibrated_choice(raw, prior, state.round).skill),
+        )
+        routing = calibrated_choice(choice.scores, prior, state.round)
+        return replace(routing, output=choice.generation.text if choice.generation is not None else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from skillrag.lm import HFCausalLM, default_layers
+from skillrag.lm import HFCausalLM, Option, default_layers
 
 PROMPTS = ["Question: who?\nRationale:", "Q: a much longer question, padded less?\nRationale:", "Hi"]
 ALL_LAYERS = [1, 2, 3]
@@ -166,6 +166,57 @@ def test_loglikelihood_matches_a_manual_computation(lm):
         expected = sum(logprobs[len(prompt_ids) - 1 + j, token].item() for j, token in enumerate(cont))
         assert score == pytest.approx(expected, abs=1e-3)
     assert got[2] == 0.0
+
+
+ROUTE_PREFIX = "Pick a step, then write it.\nQ: a?\nStep: rewrite\nQuery: a b\n\n"
+ROUTE_PROMPT = ROUTE_PREFIX + "Q: who directed it?\nStep:"
+OPTIONS = [
+    Option(" rewrite", "\nQuery:", 8, ("\n",)),
+    Option(" decompose", "\nQueries:\n-", 12, ("\n\n",)),
+    Option(" stop"),
+]
+
+
+@pytest.mark.parametrize("prefix", [None, ROUTE_PREFIX])
+def test_choose_and_generate_scores_like_loglikelihood_and_generates_like_generate(lm, prefix):
+    labels = [option.label for option in OPTIONS]
+    expected_scores = lm.loglikelihood(ROUTE_PROMPT, labels)
+    for index, option in enumerate(OPTIONS):
+        choice = lm.choose_and_generate(ROUTE_PROMPT, OPTIONS, prefix=prefix, pick=lambda _, i=index: i)
+        assert choice.scores == pytest.approx(expected_scores, abs=1e-4)
+        assert choice.index == index
+        if option.max_new_tokens == 0:
+            assert choice.generation is None
+            assert choice.prompt_tokens == len(lm.encode(ROUTE_PROMPT))
+            continue
+        continued = ROUTE_PROMPT + option.label + option.lead
+        [plain] = lm.generate([continued], option.max_new_tokens, stop=option.stop)
+        assert_same(choice.generation, plain)
+        assert choice.prompt_tokens == plain.prompt_tokens == len(lm.encode(continued))
+
+
+def test_choose_and_generate_picks_the_likeliest_label_by_default(llama):
+    choice = llama.choose_and_generate(ROUTE_PROMPT, OPTIONS)
+    assert choice.index == max(range(len(OPTIONS)), key=choice.scores.__getitem__)
+
+
+def test_choose_and_generate_runs_the_prompt_once(llama, monkeypatch):
+    """One pass over the prompt (the cached prefix is not run again), one batch scoring the
+    labels, then one forward per generated token on top of them."""
+    llama.choose_and_generate(ROUTE_PROMPT, OPTIONS, prefix=ROUTE_PREFIX)  # fills the prefix cache
+    lengths = []
+    forward = llama.model.forward
+    monkeypatch.setattr(
+        llama.model,
+        "forward",
+        lambda input_ids, **kw: lengths.append(input_ids.shape) or forward(input_ids, **kw),
+    )
+    choice = llama.choose_and_generate(ROUTE_PROMPT, OPTIONS, prefix=ROUTE_PREFIX, pick=lambda _: 0)
+    body = len(llama.encode(ROUTE_PROMPT)) - len(llama.encode(ROUTE_PREFIX))
+    assert lengths[0] == (1, body)  # the prompt's body only
+    assert lengths[1][0] == len(OPTIONS)  # the labels, batched
+    fed = len(llama.tokenizer(OPTIONS[0].label + OPTIONS[0].lead).input_ids)
+    assert lengths[2] == (1, fed) and len(lengths) <= 3 + choice.generation.new_tokens
 
 
 @pytest.mark.parametrize(("layers", "expected"), [(30, range(11, 31)), (18, range(7, 19)), (3, range(2, 4))])

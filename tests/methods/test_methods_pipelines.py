@@ -9,23 +9,24 @@ from skillrag.config import MethodsParams, load_params
 from skillrag.data.schema import Question
 from skillrag.methods import Components, Round, Trace, build_method
 from skillrag.methods.base import interleave
+from skillrag.methods.exploration import SkillExploration
 from skillrag.skills import QUERY_SKILLS, LearnedRouter, build_router_dataset
-from skillrag.skills.router import LABELS
+from skillrag.skills.router import OPTIONS
 from tests.conftest import REPO
 from tests.fakes import CORPUS, FakeLM, FakeProber, OverlapRetriever, answer
 
 QUESTION = Question("q1", "hotpotqa", "In what year was the director of Cast Away born?", ["1952"])
-PRIOR = [0.0, 0.0, 0.0, 0.0]  # the router's one-off calibration call
+PRIOR = [0.0, 0.0, 0.0, 0.0]  # the router's one-off calibration call (content-free prompt)
 LOW = 0.1  # a prober score that rejects
 
 
-def pick(skill: str) -> list[float]:
-    """Router likelihoods that favour `skill`."""
-    return [0.0 if name == skill else -5.0 for name in LABELS]
+def pick(skill: str, output: str = "") -> tuple[list[float], str]:
+    """A scripted route-and-write call: label likelihoods that favour `skill`, then its output."""
+    return [0.0 if name == skill else -5.0 for name in OPTIONS], output
 
 
-def run(name, replies, scores=(), likelihoods=(), with_router=None, record_states=False, **params):
-    lm = FakeLM(replies, likelihoods)
+def run(name, replies, scores=(), choices=(), with_router=None, state_layers=(), **params):
+    lm = FakeLM(replies, [PRIOR] if choices else [], choices)
     retriever = OverlapRetriever(CORPUS)
     prober = FakeProber(scores) if scores else None
     parts = Components(
@@ -36,7 +37,7 @@ def run(name, replies, scores=(), likelihoods=(), with_router=None, record_state
         k=2,
         max_new_tokens=16,
         router=with_router,
-        record_states=record_states,
+        state_layers=state_layers,
     )
     trace = build_method(name, parts).answer(QUESTION)
     assert trace.termination == "error" or lm.exhausted, "the script was not fully used"
@@ -128,20 +129,18 @@ SKILL_OUTPUTS = {
 @pytest.mark.parametrize("skill", QUERY_SKILLS)
 def test_skill_round_uses_the_routed_skill_and_its_queries(skill):
     output, queries = SKILL_OUTPUTS[skill]
-    replies = [answer("Tom Hanks"), answer("Steven Spielberg"), output, answer("1952")]
-    trace, lm, retriever = run("skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=[PRIOR, pick(skill)])
-    assert lm.kinds() == ["cot", "cot", "router", "router", f"skill_{skill}", "cot"]
+    replies = [answer("Tom Hanks"), answer("Steven Spielberg"), answer("1952")]
+    trace, lm, retriever = run("skill_rag", replies, scores=[LOW, LOW, 0.9], choices=[pick(skill, output)])
+    assert lm.kinds() == ["cot", "cot", "calibrate", "route", "cot"]
     assert stages(trace) == ["no_retrieval", "retrieval", skill]
     third = trace.rounds[2]
     assert third.queries == queries and retriever.queries == [QUESTION.question, *queries]
-    assert third.router_scores[skill] == 0.0 and set(third.router_scores) == set(LABELS)
+    assert third.router_scores[skill] == 0.0 and set(third.router_scores) == set(OPTIONS)
     assert third.fallbacks == []
     assert "zemeckis" in third.passage_ids
-    assert (third.cost.llm_calls, third.cost.retrievals) == (
-        4,
-        len(queries),
-    )  # calibration, route, skill, answer
-    assert (trace.termination, trace.answer, trace.totals.llm_calls) == ("accepted", "1952", 6)
+    # the router's one-off calibration, one call to route and write the queries, one to answer
+    assert (third.cost.llm_calls, third.cost.retrievals) == (3, len(queries))
+    assert (trace.termination, trace.answer, trace.totals.llm_calls) == ("accepted", "1952", 5)
 
 
 @pytest.mark.parametrize(
@@ -149,41 +148,31 @@ def test_skill_round_uses_the_routed_skill_and_its_queries(skill):
 )
 def test_exit_stops_with_current_answer_or_abstains(mode, expected):
     replies = [answer("Tom Hanks"), answer("Steven Spielberg")]
-    trace, lm, _ = run(
-        "skill_rag", replies, scores=[LOW, LOW], likelihoods=[PRIOR, pick("exit")], exit_mode=mode
-    )
+    trace, lm, _ = run("skill_rag", replies, scores=[LOW, LOW], choices=[pick("exit")], exit_mode=mode)
     assert stages(trace) == ["no_retrieval", "retrieval", "exit"]
     assert (trace.termination, trace.answer, trace.rounds[-1].answer) == ("exit", expected, expected)
-    assert lm.kinds() == ["cot", "cot", "router", "router"]
+    assert lm.kinds() == ["cot", "cot", "calibrate", "route"]
 
 
 def test_skill_rag_stops_at_max_rounds():
-    replies = [
-        answer("a"),
-        answer("b"),
-        " Zemeckis film director",
-        answer("c"),
-        " Forrest Gump director",
-        answer("d"),
+    replies = [answer("a"), answer("b"), answer("c"), answer("d")]
+    choices = [
+        pick("query_rewriting", " Zemeckis film director"),
+        pick("evidence_focusing", " Forrest Gump director"),
     ]
-    likelihoods = [PRIOR, pick("query_rewriting"), pick("evidence_focusing")]
-    trace, *_ = run("skill_rag", replies, scores=[LOW] * 4, likelihoods=likelihoods, max_rounds=2)
+    trace, *_ = run("skill_rag", replies, scores=[LOW] * 4, choices=choices, max_rounds=2)
     assert stages(trace) == ["no_retrieval", "retrieval", "query_rewriting", "evidence_focusing"]
     assert (trace.termination, trace.answer) == ("max_rounds", "d")
-    assert trace.totals.llm_calls == 2 + 1 + 2 * 3
+    assert trace.totals.llm_calls == 2 + 1 + 2 * 2  # stages 1-2, calibration, (route+write, answer) per retry
 
 
 def test_a_repeated_skill_query_is_replaced_by_the_fallback():
-    replies = [
-        answer("a"),
-        answer("Robert Zemeckis"),
-        " Zemeckis birth year",
-        answer("b"),
-        " birth year Zemeckis",
-        answer("c"),
+    replies = [answer("a"), answer("Robert Zemeckis"), answer("b"), answer("c")]
+    choices = [
+        pick("query_rewriting", " Zemeckis birth year"),
+        pick("query_rewriting", " birth year Zemeckis"),
     ]
-    likelihoods = [PRIOR, pick("query_rewriting"), pick("query_rewriting")]
-    trace, _, retriever = run("skill_rag", replies, scores=[LOW, LOW, LOW, 0.9], likelihoods=likelihoods)
+    trace, _, retriever = run("skill_rag", replies, scores=[LOW, LOW, LOW, 0.9], choices=choices)
     repeat = trace.rounds[3]
     assert repeat.fallbacks == ["query_rewriting: output repeats an issued query -> fallback"]
     assert repeat.queries == ["year director cast away born b"]  # question words + current answer
@@ -192,8 +181,9 @@ def test_a_repeated_skill_query_is_replaced_by_the_fallback():
 
 def test_unusable_router_scores_fall_back_to_the_fixed_order():
     nan = float("nan")
-    replies = [answer("a"), answer("b"), " Robert Zemeckis born", answer("1952")]
-    trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=[PRIOR, [nan, nan, nan, nan]])
+    replies = [answer("a"), answer("b"), answer("1952")]
+    choices = [([nan, nan, nan, nan], " Robert Zemeckis born")]
+    trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], choices=choices)
     round_ = trace.rounds[2]
     assert round_.stage == "query_rewriting"  # first in the fixed order
     assert round_.fallbacks[0].startswith("router: scores cannot decide")
@@ -205,10 +195,8 @@ def test_unusable_router_scores_fall_back_to_the_fixed_order():
     [("", "is empty"), (" In what year was the director of Cast Away born", "echoes the question")],
 )
 def test_unusable_skill_output_falls_back(output, why):
-    replies = [answer("a"), answer("Robert Zemeckis"), output, answer("1952")]
-    trace, *_ = run(
-        "skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=[PRIOR, pick("query_rewriting")]
-    )
+    replies = [answer("a"), answer("Robert Zemeckis"), answer("1952")]
+    trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], choices=[pick("query_rewriting", output)])
     round_ = trace.rounds[2]
     assert round_.fallbacks == [f"query_rewriting: output {why} -> fallback"]
     assert round_.queries == ["year director cast away born robert zemeckis"]
@@ -245,24 +233,74 @@ def test_learned_router_routes_without_an_llm_call():
     )
     replies = [answer("a"), answer("b"), " Robert Zemeckis born", answer("1952")]
     trace, lm, _ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], with_router=router, router="learned")
+    assert trace.rounds[2].cost.llm_calls == 2  # the skill writes its query, then the answer
     assert lm.kinds() == ["cot", "cot", "skill_evidence_focusing", "cot"]
     assert trace.rounds[2].stage == "evidence_focusing"
     assert set(trace.rounds[2].router_scores) == {"evidence_focusing", "query_rewriting"}
 
 
-def test_recorded_states_become_router_training_rows():
-    replies = [answer("a"), answer("b"), " Robert Zemeckis born", answer("1952")]
-    trace, *_ = run(
-        "skill_rag",
-        replies,
-        scores=[LOW, LOW, 0.9],
-        likelihoods=[PRIOR, pick("evidence_focusing")],
-        record_states=True,
+def right(answer_text: str, golds) -> bool:
+    return answer_text in golds
+
+
+def explore(replies):
+    lm = FakeLM(replies)
+    parts = Components(
+        lm, OverlapRetriever(CORPUS), None, MethodsParams(), k=2, max_new_tokens=16, state_layers=(2, 4)
     )
-    assert all(len(r.state) == FakeLM.hidden_size for r in trace.rounds)
-    x, labels = build_router_dataset([trace])
-    assert labels == ["evidence_focusing"] and x.shape == (1, FakeLM.hidden_size)
-    assert np.allclose(x[0], trace.rounds[1].state)  # the failure state before the skill that worked
+    trace = SkillExploration(parts, right).answer(QUESTION)
+    assert lm.exhausted, "the script was not fully used"
+    return trace, lm
+
+
+def test_exploration_tries_each_skill_from_the_failure_until_one_is_right():
+    replies = [
+        answer("Tom Hanks"),  # single step: wrong by gold, a failure state
+        " Cast Away film",  # rewriting's query
+        answer("2000"),
+        " director of Cast Away\n- Robert Zemeckis born",  # decomposition's sub-queries
+        answer("1952"),  # right: focusing is not tried
+    ]
+    trace, lm = explore(replies)
+    assert stages(trace) == ["retrieval", "query_rewriting", "question_decomposition"]
+    assert lm.kinds() == ["cot", "skill_query_rewriting", "cot", "skill_question_decomposition", "cot"]
+    assert trace.rounds[1].score is None  # no prober: the labels come from gold
+    # every skill starts from the failure's evidence, not from the previous skill's
+    assert trace.rounds[2].passage_ids[-1] in trace.rounds[0].passage_ids
+    x, labels = build_router_dataset([trace], right)
+    assert labels == ["question_decomposition"] and x.shape == (1, FakeLM.hidden_size)
+    assert np.allclose(x[0], trace.rounds[0].state)
+    assert all(r.state is not None for r in trace.rounds)
+
+
+def test_exploration_labels_exit_when_no_skill_helps_and_skips_right_answers():
+    replies = [
+        answer("Tom Hanks"),
+        " Cast Away film",
+        answer("a"),
+        " Cast Away\n- FedEx",
+        answer("b"),
+        "",
+        answer("c"),
+    ]
+    trace, _ = explore(replies)
+    assert stages(trace)[1:] == list(QUERY_SKILLS)
+    assert build_router_dataset([trace], right)[1] == ["exit"]
+    solved, _ = explore([answer("1952")])
+    assert stages(solved) == ["retrieval"] and build_router_dataset([solved], right)[1] == []
+
+
+def test_skill_rag_costs_two_calls_per_retry_against_probing_rags_one():
+    """Same question, every answer rejected, max_rounds=3: Probing-RAG 2 + 3 calls; Skill-RAG
+    2 + 2 x 3 (route and write, answer) plus the router's one-off calibration."""
+    probing, *_ = run("probing_rag", [answer(x) for x in "abcde"], scores=[LOW] * 5, max_rounds=3)
+    queries = [" Zemeckis film director", " Forrest Gump director", " FedEx company"]
+    choices = [pick(skill, q) for skill, q in zip(QUERY_SKILLS, queries)]
+    skill, *_ = run(
+        "skill_rag", [answer(x) for x in "abcde"], scores=[LOW] * 5, choices=choices, max_rounds=3
+    )
+    assert (probing.totals.llm_calls, skill.totals.llm_calls) == (5, 9)
+    assert [r.cost.llm_calls for r in skill.rounds] == [1, 1, 3, 2, 2]
 
 
 def test_factory_rejects_what_it_cannot_build():
@@ -279,12 +317,12 @@ def test_components_from_params_take_each_stage_setting():
     params = load_params(
         REPO / "params.yaml", overrides=["retrieval.k=3", "lm.max_new_tokens=20", "methods.exit_mode=abstain"]
     )
-    parts = Components.from_params(params, FakeLM(), OverlapRetriever(CORPUS), record_states=True)
-    assert (parts.k, parts.max_new_tokens, parts.params.exit_mode, parts.record_states) == (
+    parts = Components.from_params(params, FakeLM(), OverlapRetriever(CORPUS), state_layers=[2, 4])
+    assert (parts.k, parts.max_new_tokens, parts.params.exit_mode, parts.state_layers) == (
         3,
         20,
         "abstain",
-        True,
+        (2, 4),
     )
 
 
@@ -295,7 +333,7 @@ def test_interleave_alternates_lists_without_duplicates_up_to_k():
 
 
 def test_follow_up_evidence_is_interleaved_with_the_previous_passages():
-    replies = [answer("a"), answer("b"), " Apollo 11 Moon landing", answer("c")]
-    likelihoods = [PRIOR, pick("query_rewriting")]
-    trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], likelihoods=likelihoods)
+    replies = [answer("a"), answer("b"), answer("c")]
+    choices = [pick("query_rewriting", " Apollo 11 Moon landing")]
+    trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], choices=choices)
     assert [r.passage_ids for r in trace.rounds[1:]] == [["cast", "zemeckis"], ["moon", "cast"]]

@@ -6,7 +6,7 @@ import pytest
 
 from skillrag.data.schema import Passage
 from skillrag.skills import EvidenceFocusing, FailureState, QueryRewriting, QuestionDecomposition, exit_answer
-from skillrag.skills.base import render
+from skillrag.skills.base import copies_exemplar, render
 from skillrag.skills.decompose import clauses, entity_spans
 from skillrag.skills.text import clean_query, fresh, is_echo, keywords, query_key
 from tests.fakes import FakeLM
@@ -65,12 +65,26 @@ def test_clean_query_strips_labels_bullets_and_quotes(line):
     assert clean_query(line) == "Shirley Temple diplomat"
 
 
-def test_every_skill_prompt_renders_with_a_shared_prefix():
-    for name in ("skill_query_rewriting", "skill_question_decomposition", "skill_evidence_focusing"):
-        prefix, body = render(name, state().fields())
-        assert prefix.endswith("\n\n") and "{" not in prefix + body
-        assert QUESTION in body and QUESTION not in prefix
-    assert "Kiss and Tell (1945 film)" in render("skill_evidence_focusing", state().fields())[1]
+def test_the_router_prompt_renders_the_failure_state_after_a_shared_prefix():
+    prefix, body = render(state().fields())
+    assert prefix.endswith("\n\n") and "{" not in prefix + body
+    assert QUESTION in body and QUESTION not in prefix
+    assert "Kiss and Tell (1945 film)" in body and body.endswith("Next step:")
+    for skill in (QueryRewriting, QuestionDecomposition, EvidenceFocusing):
+        assert f"Next step:{skill.label}{skill.lead}" in prefix  # every skill has an exemplar
+
+
+def test_a_skill_reads_the_output_it_is_given_without_an_lm_call():
+    lm = FakeLM()
+    result = EvidenceFocusing(lm).apply(state(), " Shirley Temple diplomatic posts")
+    assert result.queries == ("Shirley Temple diplomatic posts",) and lm.calls == []
+
+
+def test_a_skill_chosen_without_the_lm_writes_after_its_label_on_the_router_prompt():
+    lm = FakeLM([" Shirley Temple ambassador"])
+    assert QueryRewriting(lm).apply(state()).queries == ("Shirley Temple ambassador",)
+    assert lm.kinds() == ["skill_query_rewriting"]
+    assert lm.calls[0][1].endswith("Answer: Shirley Temple\nNext step: rewrite\nQuery:")
 
 
 def test_rewriting_returns_the_generated_query():
@@ -112,6 +126,27 @@ def test_decomposition_keeps_up_to_three_fresh_sub_queries():
     )
     result = QuestionDecomposition(FakeLM([output])).apply(state())
     assert result.queries == ("Corliss Archer in Kiss and Tell", "Shirley Temple career", "Temple")
+
+
+def test_a_copy_of_a_few_shot_example_takes_the_fallback():
+    """Decomposition on an unrelated question returned its exemplar's sub-queries."""
+    copied = (
+        " film starring Tom Hanks as a FedEx employee stranded on an island\n- director of the film Cast Away"
+    )
+    result = QuestionDecomposition(FakeLM()).apply(state(), copied)
+    assert result.fallback == "question_decomposition: output copies a few-shot example -> fallback"
+    assert result.queries == ("government position held woman", "portrayed corliss archer film kiss tell")
+    focus = EvidenceFocusing(FakeLM()).apply(state(), " Antoine de Saint-Exupery death")
+    assert focus.fallback == "evidence_focusing: output copies a few-shot example -> fallback"
+
+
+def test_a_query_about_an_exemplar_topic_is_no_copy_when_the_question_asks_about_it():
+    question = "Where did Antoine de Saint-Exupery die?"
+    about = state(question=question, issued=frozenset({query_key(question)}))
+    result = EvidenceFocusing(FakeLM()).apply(about, " Antoine de Saint-Exupery death")
+    assert (result.queries, result.fallback) == (("Antoine de Saint-Exupery death",), None)
+    assert copies_exemplar("Antoine de Saint-Exupery death", state())
+    assert not copies_exemplar("Shirley Temple death", state())
 
 
 def test_decomposition_fallback_splits_clauses_without_breaking_titles():

@@ -1,4 +1,5 @@
-"""The prompt router (calibrated label likelihoods, fixed-order fallback) and the learned router."""
+"""The prompt router (one call: calibrated label likelihoods, then the skill output; fixed-order
+fallback) and the learned router (gold labels, exit included, a minimum per skill)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ import torch
 
 from skillrag.methods import Round, Trace
 from skillrag.skills import (
-    ExplorationRouter,
+    SKILL_NAMES,
     FailureState,
     PromptRouter,
     build_router_dataset,
     fallback_skill,
     load_learned_router,
-    train_learned_router,
 )
-from skillrag.skills.learned_router import cross_validate_router, fit_router
+from skillrag.skills.learned_router import cross_validate_router, fit_router, too_few_examples
+from skillrag.skills.router import OPTIONS
 from tests.fakes import FakeLM
 
 LAYERS = (2, 4)
@@ -32,9 +33,15 @@ def state(round_index: int = 1, hidden=None) -> FailureState:
     )
 
 
-def test_prompt_router_calibrates_once_and_picks_the_best_calibrated_label():
+def test_prompt_router_calibrates_once_then_routes_and_writes_in_one_call_per_decision():
     prior = [-1.0, -9.0, -2.0, -0.5]  # "decompose" is unlikely a priori, "stop" likely
-    lm = FakeLM(likelihoods=[prior, [-2.0, -8.0, -3.0, -1.5], [-0.5, -10.0, -3.0, -1.0]])
+    lm = FakeLM(
+        likelihoods=[prior],
+        choices=[
+            ([-2.0, -8.0, -3.0, -1.5], " Cast Away director\n- Zemeckis"),
+            ([-0.5, -10.0, -3.0, -1.0], " Q"),
+        ],
+    )
     router = PromptRouter(lm)
     first = router.choose(state())
     assert first.scores == {
@@ -43,19 +50,44 @@ def test_prompt_router_calibrates_once_and_picks_the_best_calibrated_label():
         "evidence_focusing": -1.0,
         "exit": -1.0,
     }
-    assert (first.skill, first.fallback) == ("question_decomposition", None)
+    assert (first.skill, first.fallback, first.output) == (
+        "question_decomposition",
+        None,
+        " Cast Away director\n- Zemeckis",
+    )
     assert router.choose(state()).skill == "query_rewriting"
-    assert len(lm.calls) == 3  # one calibration call, then one call per decision
+    assert lm.kinds() == ["calibrate", "route", "route"]  # one calibration, then one call per decision
     assert "N/A" in lm.calls[0][1]
     assert lm.calls[1][1].endswith("Next step:") and "Tom Hanks starred in it." in lm.calls[1][1]
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_one_call_routing_picks_what_the_label_likelihood_router_would(seed):
+    """The reference: score the labels with `loglikelihood` on the same prompt, calibrate, argmax."""
+    rng = np.random.default_rng(seed)
+    prior, raw = rng.normal(size=4).tolist(), rng.normal(size=4).tolist()
+    lm = FakeLM(likelihoods=[prior, raw], choices=[(raw, " Robert Zemeckis")])
+    routing = PromptRouter(lm).choose(state())
+    prompt = lm.calls[1][1]
+    assert lm.loglikelihood(prompt, [o.label for o in OPTIONS.values()]) == raw
+    calibrated = [r - p for r, p in zip(raw, prior)]
+    assert routing.skill == list(OPTIONS)[int(np.argmax(calibrated))]
+    assert routing.output == (None if routing.skill == "exit" else " Robert Zemeckis")
+
+
+def test_exit_generates_nothing():
+    lm = FakeLM(likelihoods=[[0.0] * 4], choices=[([-5.0, -5.0, -5.0, 0.0], "never read")])
+    routing = PromptRouter(lm).choose(state())
+    assert (routing.skill, routing.output) == ("exit", None)
+
+
 @pytest.mark.parametrize("scores", [[float("nan"), 0.0, 0.0, 0.0], [-1.0, -1.0, -3.0, -4.0]])
 def test_prompt_router_falls_back_to_the_fixed_order_when_scores_cannot_decide(scores):
-    lm = FakeLM(likelihoods=[[0.0] * 4, scores])
+    lm = FakeLM(likelihoods=[[0.0] * 4], choices=[(scores, " Cast Away\n- Zemeckis")])
     routing = PromptRouter(lm).choose(state(round_index=2))
     assert routing.skill == "question_decomposition" == fallback_skill(2)
     assert routing.fallback == "router: scores cannot decide -> fixed order (question_decomposition)"
+    assert routing.output == " Cast Away\n- Zemeckis"  # generated after the fallback's label
 
 
 def test_fixed_order_cycles_through_the_query_skills():
@@ -120,40 +152,51 @@ def test_learned_router_falls_back_when_the_state_lacks_its_layers():
     )
 
 
-def test_train_learned_router_labels_states_by_the_skill_that_worked(tmp_path):
-    x, labels = separable(8)
-    traces = []
-    for i, (vector, skill) in enumerate(zip(x, labels)):
-        # even: the skill's round answered correctly; i % 4 == 1: it answered wrongly;
-        # i % 4 == 3: a right answer, but from a decision round that issued no query
-        answer, queries = ("wrong", ["q"]) if i % 4 == 1 else ("1952", [] if i % 4 == 3 else ["q"])
-        rounds = [
-            Round(0, "retrieval", "wrong", state=vector.tolist(), accepted=False),
-            Round(1, skill, answer, queries=queries, accepted=False),
-        ]
-        traces.append(Trace(f"q{i}", "nq", "?", ["1952"], "skill_rag", rounds, termination="max_rounds"))
-    x_used, used = build_router_dataset(traces)
-    assert used == labels[::2] and np.array_equal(x_used, x[::2])
-    router = train_learned_router(traces, LAYERS, tmp_path / "router")
-    assert router.classes == SKILLS and (tmp_path / "router" / "router.safetensors").is_file()
-    with pytest.raises(ValueError, match="no recorded failure state"):
-        train_learned_router(traces[1::2], LAYERS)
+def right(answer: str, golds) -> bool:
+    return answer in golds
 
 
-def test_exploration_router_tries_every_skill_from_a_per_question_start():
-    router = ExplorationRouter()
-    first = FailureState("Who directed Cast Away?", "", "", (), None, 1)
-    cycle = [router.choose(FailureState(first.question, "", "", (), None, r)).skill for r in (1, 2, 3)]
-    assert sorted(cycle) == sorted(SKILLS)
-    starts = {router.choose(FailureState(f"question {i}", "", "", (), None, 1)).skill for i in range(12)}
-    assert starts == set(SKILLS)
+def exploration_trace(i: int, vector, after: list[tuple[str, str, list[str]]], first: str = "wrong") -> Trace:
+    rounds = [Round(0, "retrieval", first, queries=["q"], state=vector.tolist())]
+    rounds += [
+        Round(j, stage, answer, queries=queries) for j, (stage, answer, queries) in enumerate(after, 1)
+    ]
+    return Trace(f"q{i}", "nq", "?", ["1952"], "skill_exploration", rounds, termination="done")
+
+
+def test_router_labels_come_from_gold_with_exit_when_no_skill_helped():
+    vector = np.ones(SIZE, np.float32)
+    rewrite, decompose, focus = ("query_rewriting", "question_decomposition", "evidence_focusing")
+    cases = [
+        ([(rewrite, "1952", ["q1"])], rewrite),
+        ([(rewrite, "no", ["q1"]), (decompose, "1952", ["a", "b"])], decompose),
+        ([(rewrite, "no", ["q1"]), (decompose, "no", ["a"]), (focus, "no", ["f"])], "exit"),
+        # a decision round issued no query and gave no new answer: it is never the skill that worked
+        ([(rewrite, "1952", []), (decompose, "no", ["a"])], "exit"),
+    ]
+    traces = [exploration_trace(i, vector * i, rounds) for i, (rounds, _) in enumerate(cases)]
+    traces.append(exploration_trace(9, vector, [], first="1952"))  # single step was right: no failure
+    errored = exploration_trace(10, vector, [(rewrite, "1952", ["q"])])
+    errored.termination = "error"
+    x, labels = build_router_dataset([*traces, errored], right)
+    assert labels == [expected for _, expected in cases]
+    assert np.array_equal(x[2], vector * 2)
+    empty_x, empty = build_router_dataset(traces[-1:], right)
+    assert empty == [] and empty_x.shape[0] == 0
+
+
+def test_too_few_examples_of_any_skill_or_exit_refuses_training():
+    enough = [s for s in SKILL_NAMES for _ in range(5)]
+    assert too_few_examples(enough, 5) is None
+    reason = too_few_examples(enough[:-1], 5)
+    assert "min_examples_per_skill=5" in reason and "exit 4" in reason and "query_rewriting 5" in reason
 
 
 def test_untrained_router_note_explains_why_loading_fails(tmp_path):
     from skillrag.skills.learned_router import load_learned_router, record_untrained
 
-    record_untrained(tmp_path / "router", "no recorded failure state was followed by a skill that worked")
-    with pytest.raises(FileNotFoundError, match="no recorded failure state.*skillrag train-router"):
+    record_untrained(tmp_path / "router", "too few failure states per skill to learn from")
+    with pytest.raises(FileNotFoundError, match="too few failure states.*skillrag train-router"):
         load_learned_router(tmp_path / "router")
 
 
