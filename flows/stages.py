@@ -21,7 +21,7 @@ STAGES: dict[str, tuple[StageFn, StageFn | None]] = {
     "prepare": (stages.prepare, stages.gate_prepare),
     "index": (stages.index, stages.gate_index),
     "extract": (stages.extract, stages.gate_extract),
-    "train_probe": (stages.train_probe, stages.gate_train_probe),
+    "train_probe": (stages.train_probe, None),  # its gate runs inside, before it publishes
     "train_router": (stages.train_router, None),
     "evaluate": (stages.evaluate, stages.gate_evaluate),
 }

@@ -262,6 +262,7 @@ def exp(
 @app.command("lm-cache")
 def lm_cache(
     name: Annotated[str | None, typer.Argument(help="Bundled model name (default: lm.model).")] = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Convert again, replacing a damaged cache.")] = False,
 ) -> None:
     """Convert a bundled GGUF model once into the float32 safetensors cache (later loads take seconds)."""
     from skillrag.lm.bundled import BUNDLED, bundled_dir
@@ -269,7 +270,7 @@ def lm_cache(
     name = name or state.params().lm.model
     if name not in BUNDLED:
         _fail(f"{name!r} is not a bundled model (bundled: {', '.join(BUNDLED)}); hub ids and directories need no cache")
-    console.print(f"{name}: {bundled_dir(name)}")
+    console.print(f"{name}: {bundled_dir(name, rebuild=rebuild)}")
 
 
 @app.command()

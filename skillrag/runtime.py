@@ -26,11 +26,12 @@ def open_retriever(params: Params, paths: Paths) -> Any:
 
 
 def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
-    """The trained prober, checked against the LM it will read (model id and hidden size)."""
+    """The trained prober, checked against the LM it will read (model id and hidden size), with
+    its acceptance cut resolved from `probe.threshold` here, at load time, not at training time."""
     from skillrag.probe import Prober
 
     prober = Prober.load(paths.probe, expected_model=lm.name, expected_hidden_size=lm.hidden_size)
-    prober.threshold = params.probe.threshold
+    prober.use_threshold(params.probe.threshold)
     return prober
 
 

@@ -1,6 +1,7 @@
-"""How good and how honest the prober is on a labelled set: AUROC, accuracy at the acceptance
-threshold and expected calibration error, per layer and for the ensemble, next to an entropy
-baseline (a prober that cannot beat mean token entropy adds nothing)."""
+"""How good and how honest the prober is on a labelled set: AUROC, expected calibration error
+and accuracy / balanced accuracy / acceptance rate at each acceptance cut, per layer and for
+the ensemble, next to an entropy baseline (a prober that cannot beat mean token entropy adds
+nothing); and the rule that chooses the acceptance cut on dev."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from sklearn.calibration import calibration_curve
-from sklearn.metrics import accuracy_score, roc_auc_score
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, roc_auc_score
 
 from skillrag.files import atomic_path
-from skillrag.probe.prober import Prober
+from skillrag.probe.prober import PAPER_CUT, Prober, accepted
 
 N_BINS = 10
 
@@ -44,20 +45,55 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float | None:
     return float(roc_auc_score(labels, scores)) if len(np.unique(labels)) == 2 else None
 
 
-def binary_metrics(probs: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, float | None]:
-    """AUROC, accuracy of "accept iff P(correct) > 0.5 + threshold", and ECE."""
-    accepted = probs > 0.5 + threshold
+CUT_RULE = (
+    "auto: the cut c on the ensemble's dev P(correct) that maximises the balanced accuracy of "
+    "'accept iff P(correct) > c', over the midpoints between adjacent distinct dev scores plus 0 "
+    "(accept all) and 1 (accept none); ties go to the higher cut (fewer acceptances); a dev set "
+    "with one class gives the paper cut 0.5. paper: accept iff P(correct) > 0.5 + probe.threshold"
+)
+
+
+def choose_cut(probs: np.ndarray, labels: np.ndarray) -> float:
+    """The acceptance cut on `probs` chosen by CUT_RULE: it balances wrongly accepted against
+    wrongly rejected answers whatever the base rate, where 0.5 accepts most wrong answers of a
+    prober trained on 50/50 data. Midpoints keep the cut off the dev scores themselves."""
+    probs, labels = np.asarray(probs, dtype=float), np.asarray(labels, dtype=int)
+    if len(np.unique(labels)) < 2:
+        return PAPER_CUT
+    distinct = np.unique(probs)
+    candidates = np.concatenate([[0.0], (distinct[:-1] + distinct[1:]) / 2, [1.0]])
+    values = np.array([balanced_accuracy_score(labels, accepted(probs, cut)) for cut in candidates])
+    return float(candidates[np.isclose(values, values.max(), rtol=0.0, atol=1e-12)].max())
+
+
+def cut_metrics(probs: np.ndarray, labels: np.ndarray, cut: float) -> dict[str, float | None]:
+    """Accuracy, balanced accuracy (None with one class) and acceptance rate of "accept iff P > cut"."""
+    accepts = accepted(probs, cut)
+    return {
+        "accuracy": float(accuracy_score(labels, accepts)),
+        "balanced_accuracy": float(balanced_accuracy_score(labels, accepts)) if len(np.unique(labels)) == 2 else None,
+        "acceptance_rate": float(np.mean(accepts)),
+    }
+
+
+def binary_metrics(probs: np.ndarray, labels: np.ndarray, cuts: Mapping[str, float]) -> dict[str, Any]:
+    """AUROC, ECE and, per named cut, `cut_metrics` under the key `at_<name>_cut`."""
     return {
         "auroc": auroc(probs, labels),
-        "accuracy": float(accuracy_score(labels, accepted)),
         "ece": expected_calibration_error(probs, labels),
+        **{f"at_{name}_cut": cut_metrics(probs, labels, cut) for name, cut in cuts.items()},
     }
 
 
 def calibration_report(
-    prober: Prober, features: Mapping[int, torch.Tensor], labels: torch.Tensor, mean_entropy: np.ndarray
+    prober: Prober,
+    features: Mapping[int, torch.Tensor],
+    labels: torch.Tensor,
+    mean_entropy: np.ndarray,
+    cuts: Mapping[str, float],
 ) -> dict[str, Any]:
-    """Metrics on a labelled set (JSON-serialisable; layer keys are strings).
+    """Metrics on a labelled set (JSON-serialisable; layer keys are strings), at each of `cuts`
+    (e.g. {"auto": 0.12, "paper": 0.5}): the report does not depend on the cut in use.
 
     `mean_entropy` is each row's mean token entropy; its negation is the baseline score
     (confident answers are more often correct).
@@ -69,7 +105,6 @@ def calibration_report(
             f"need a non-empty set with one mean entropy per row, got {len(y)} labels, {entropy.shape}"
         )
     layer_probs = {layer: p.numpy() for layer, p in prober.layer_probs(features).items()}
-    ensemble = np.mean(list(layer_probs.values()), axis=0)
     notes = []
     if len(np.unique(y)) < 2:
         notes.append(
@@ -78,9 +113,8 @@ def calibration_report(
     return {
         "n": len(y),
         "n_pos": int(y.sum()),
-        "threshold": prober.threshold,
-        "per_layer": {str(layer): binary_metrics(p, y, prober.threshold) for layer, p in layer_probs.items()},
-        "ensemble": binary_metrics(ensemble, y, prober.threshold),
+        "per_layer": {str(layer): binary_metrics(p, y, cuts) for layer, p in layer_probs.items()},
+        "ensemble": binary_metrics(prober.score_batch(features).numpy(), y, cuts),
         "entropy_baseline": {"auroc": auroc(-entropy, y)},
         "notes": notes,
     }

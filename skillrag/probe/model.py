@@ -30,3 +30,9 @@ class LayerProber(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
+
+    @torch.no_grad()
+    def shift_prior(self, log_odds: float) -> None:
+        """Add `log_odds` to the "correct" logit: by Bayes' rule this moves P(correct) from the
+        class prior it was trained under to one `log_odds` higher, without changing the ranking."""
+        self.net[-1].bias[1] += log_odds

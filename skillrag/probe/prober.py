@@ -2,42 +2,60 @@
 
 Weights are read only through safetensors (never pickle), so a probe directory from elsewhere
 cannot run code on load. `probe.json` records which model and hidden size the probers read,
-and loading refuses a prober built for another model: its scores would be meaningless.
+the sha256 of every weights file (verified on load: a corrupted file would otherwise give NaN or
+wrong scores silently) and the dev-chosen acceptance cut. Loading refuses a prober built for
+another model: its scores would be meaningless.
+
+The acceptance rule is "accept iff P(correct) > cut". The cut is resolved when the prober is
+loaded, from `probe.threshold`: "auto" takes the cut chosen on dev at training time and stored
+in probe.json (`auto_cut`); a number t gives the paper's rule, cut = 0.5 + t.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from skillrag.files import atomic_path, write_json
+from skillrag.files import atomic_path, digest, write_json
 from skillrag.probe.model import LayerProber
 
-BUILD_HINT = "build it with `skillrag train-probe` (or `dvc repro train_probe`)"
-STRUCTURE_KEYS = ("layers", "hidden_size", "hidden", "threshold")
+BUILD_HINT = "rebuild it with `skillrag train-probe` (or `dvc repro train_probe`)"
+STRUCTURE_KEYS = ("layers", "hidden_size", "hidden", "files")
+PAPER_CUT = 0.5
+
+Threshold = Literal["auto"] | float
 
 
 class ProbeError(ValueError):
-    """A prober that cannot be used here (missing, for another model, or incomplete)."""
+    """A prober that cannot be used here (missing, for another model, incomplete or corrupted),
+    or a score that is not a number."""
 
 
 def weights_file(directory: Path, layer: int) -> Path:
     return directory / f"layer_{layer}.safetensors"
 
 
+def accepted(score: Any, cut: float) -> Any:
+    """The acceptance rule, for one score or an array of them: P(correct) strictly above `cut`."""
+    return score > cut
+
+
 class Prober:
-    """Per-layer probers on CPU; accepts an answer iff mean P(correct) > 0.5 + threshold.
+    """Per-layer probers on CPU; accepts an answer iff mean P(correct) > `cut`.
 
     `info` holds what the prober cannot know from its modules: training facts (params, the
-    sha256 of the training data) and, once saved or loaded, the model id.
+    sha256 of the training data, the dev-chosen `auto_cut`) and, once saved or loaded, the model id.
+    A freshly trained prober uses the paper's cut until `use_threshold` says otherwise.
     """
 
-    def __init__(self, probers: Mapping[int, LayerProber], threshold: float, info: Mapping[str, Any]) -> None:
+    def __init__(self, probers: Mapping[int, LayerProber], info: Mapping[str, Any], cut: float = PAPER_CUT) -> None:
         if not probers:
             raise ProbeError("a Prober needs at least one layer")
         sizes = {model.input_size for model in probers.values()}
@@ -45,8 +63,8 @@ class Prober:
             raise ProbeError(f"per-layer probers disagree on the hidden size: {sorted(sizes)}")
         self.probers = {layer: probers[layer].cpu().eval() for layer in sorted(probers)}
         self.hidden_size = sizes.pop()
-        self.threshold = threshold
         self.info = dict(info)
+        self.cut = cut
 
     @property
     def layers(self) -> list[int]:
@@ -55,6 +73,17 @@ class Prober:
     @property
     def hidden(self) -> list[int]:
         return next(iter(self.probers.values())).hidden
+
+    def use_threshold(self, threshold: Threshold) -> float:
+        """Set the acceptance cut from `probe.threshold` ("auto": the stored dev cut; t: 0.5 + t)
+        and return it."""
+        if threshold == "auto":
+            if "auto_cut" not in self.info:
+                raise ProbeError(f"this prober records no dev-chosen cut (auto_cut); {BUILD_HINT}")
+            self.cut = float(self.info["auto_cut"])
+        else:
+            self.cut = PAPER_CUT + float(threshold)
+        return self.cut
 
     def layer_probs(self, features: Mapping[int, torch.Tensor]) -> dict[int, torch.Tensor]:
         """P(correct) per layer, each [N], for features {layer: [N, hidden_size]}."""
@@ -79,14 +108,24 @@ class Prober:
         return torch.stack(list(self.layer_probs(features).values())).mean(dim=0)
 
     def score(self, hidden: Mapping[int, torch.Tensor]) -> float:
-        """Mean P(correct) for one answer's hidden states {layer: [hidden_size]}."""
-        return float(self.score_batch({layer: h.reshape(1, -1) for layer, h in hidden.items()})[0])
+        """Mean P(correct) for one answer's hidden states {layer: [hidden_size]}; a NaN or
+        infinite score is an error naming the layers that produced it, never a verdict."""
+        probs = self.layer_probs({layer: h.reshape(1, -1) for layer, h in hidden.items()})
+        bad = [layer for layer, p in probs.items() if not math.isfinite(float(p[0]))]
+        if bad:
+            if any(not torch.isfinite(hidden[layer]).all() for layer in bad):
+                cause = "the LM's hidden states there are not finite"
+            else:
+                cause = f"the prober's weights are broken; {BUILD_HINT}"
+            raise ProbeError(f"the prober's score is not a number: layers {bad} gave NaN/inf ({cause})")
+        return float(torch.stack([p[0] for p in probs.values()]).mean())
 
     def accepts(self, score: float) -> bool:
-        return score > 0.5 + self.threshold
+        return bool(accepted(score, self.cut))
 
     def save(self, directory: str | Path, meta: Mapping[str, Any]) -> None:
-        """Write `layer_<l>.safetensors` per layer and `probe.json`, atomically as one directory.
+        """Write `layer_<l>.safetensors` per layer and `probe.json` (with each file's sha256),
+        atomically as one directory.
 
         `meta` adds facts known to the caller and must name the model ("model") unless `info`
         already does; it may not override the structure keys, which come from the modules.
@@ -94,27 +133,22 @@ class Prober:
         clash = sorted(set(meta) & set(STRUCTURE_KEYS))
         if clash:
             raise ValueError(f"meta may not set {clash}: they are read from the probers")
-        record = {
-            **self.info,
-            **meta,
-            "layers": self.layers,
-            "hidden_size": self.hidden_size,
-            "hidden": self.hidden,
-            "threshold": self.threshold,
-        }
+        record = {**self.info, **meta, "layers": self.layers, "hidden_size": self.hidden_size, "hidden": self.hidden}
         if not record.get("model"):
             raise ValueError("meta must name the model the prober reads, e.g. {'model': 'smollm2-135m'}")
         with atomic_path(directory) as tmp:
             tmp.mkdir()
             for layer, model in self.probers.items():
                 save_file(model.state_dict(), weights_file(tmp, layer), metadata={"layer": str(layer)})
+            record["files"] = {weights_file(tmp, layer).name: digest(weights_file(tmp, layer)) for layer in self.layers}
             write_json(tmp / "probe.json", record)
 
     @classmethod
     def load(
         cls, directory: str | Path, expected_model: str | None = None, expected_hidden_size: int | None = None
     ) -> Prober:
-        """Read a saved prober, checking it was trained for `expected_model` / `expected_hidden_size`."""
+        """Read a saved prober, checking it was trained for `expected_model` / `expected_hidden_size`
+        and that every weights file has the sha256 recorded in probe.json."""
         directory = Path(directory)
         record_file = directory / "probe.json"
         if not record_file.is_file():
@@ -122,8 +156,8 @@ class Prober:
         try:
             record = json.loads(record_file.read_text())
             model_id, layers, hidden_size = record["model"], record["layers"], record["hidden_size"]
-            hidden, threshold = record["hidden"], record["threshold"]
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            hidden, files = record["hidden"], dict(record["files"])
+        except (ValueError, KeyError, TypeError) as err:  # ValueError covers JSON and UTF-8 decoding
             raise ProbeError(f"{record_file} is not a valid prober record ({err!r}); {BUILD_HINT}") from None
         if expected_model is not None and model_id != expected_model:
             raise ProbeError(
@@ -140,13 +174,15 @@ class Prober:
             raise ProbeError(f"the prober at {directory} lacks weights for layers {missing}; {BUILD_HINT}")
         probers = {}
         for layer in layers:
+            path = weights_file(directory, layer)
+            if digest(path) != files.get(path.name):
+                raise ProbeError(f"{path} is corrupted (its sha256 differs from probe.json); {BUILD_HINT}")
             model = LayerProber(hidden_size, hidden)
             try:
-                model.load_state_dict(load_file(weights_file(directory, layer)))
-            except RuntimeError as err:
-                raise ProbeError(
-                    f"{weights_file(directory, layer)} does not match probe.json: {err}"
-                ) from None
+                model.load_state_dict(load_file(path))
+            except (RuntimeError, SafetensorError) as err:
+                message = str(err).splitlines()[0]
+                raise ProbeError(f"{path} does not match probe.json ({message}); {BUILD_HINT}") from None
             probers[layer] = model
         info = {key: value for key, value in record.items() if key not in STRUCTURE_KEYS}
-        return cls(probers, threshold, info)
+        return cls(probers, info)

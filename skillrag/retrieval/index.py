@@ -21,7 +21,7 @@ from skillrag.data.schema import Passage
 from skillrag.files import DataError, atomic_path
 from skillrag.retrieval.bm25s_backend import build_bm25s_index
 from skillrag.retrieval.lucene_backend import build_lucene_index
-from skillrag.retrieval.manifest import write_manifest
+from skillrag.retrieval.manifest import write_index_manifest
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def build_indexes(
             raise DataError(
                 f"doc counts differ: corpus {len(passages)}, Lucene {lucene_docs}, bm25s {bm25s_docs}"
             )
-        write_manifest(index_tmp)
+        write_index_manifest(index_tmp)
     return IndexStats(
         passages=len(passages),
         lucene_docs=lucene_docs,

@@ -16,10 +16,11 @@ HIDDEN_SIZE = 16
 States = tuple[dict[int, torch.Tensor], torch.Tensor]
 
 
-def _make_states(n: int, seed: int, signal: float = 3.0) -> States:
-    """features {layer: [n, HIDDEN_SIZE]} and labels [n] (30% correct); signal 0: labels are noise."""
+def _make_states(n: int, seed: int, signal: float = 3.0, rate: float = 0.3) -> States:
+    """features {layer: [n, HIDDEN_SIZE]} and labels [n] (a share `rate` correct); signal 0:
+    labels are noise."""
     generator = torch.Generator().manual_seed(seed)
-    labels = (torch.rand(n, generator=generator) < 0.3).long()
+    labels = (torch.rand(n, generator=generator) < rate).long()
     directions = torch.randn(len(LAYERS), HIDDEN_SIZE, generator=torch.Generator().manual_seed(0))
     features = {
         layer: torch.randn(n, HIDDEN_SIZE, generator=generator) + signal * labels[:, None] * direction
@@ -45,8 +46,8 @@ def make_states() -> Callable[..., States]:
 
 @pytest.fixture(scope="session")
 def fast_params() -> ProbeParams:
-    """Small and quick: enough steps to fit the synthetic signal in well under a second."""
-    return ProbeParams(hidden=[8], epochs=4, batch_size=32, lr=1e-2)
+    """Small and quick: enough steps to fit the synthetic signal in about a second."""
+    return ProbeParams(hidden=[8], epochs=4, max_epochs=20, patience=3, batch_size=32, lr=1e-2)
 
 
 @pytest.fixture(scope="module")

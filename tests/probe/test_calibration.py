@@ -7,6 +7,8 @@ import torch
 from skillrag.probe.calibration import (
     binary_metrics,
     calibration_report,
+    choose_cut,
+    cut_metrics,
     expected_calibration_error,
     reliability_plot,
 )
@@ -33,41 +35,83 @@ def test_ece_of_a_miscalibrated_case_matches_the_hand_computed_value():
     assert expected_calibration_error(probs, labels) == pytest.approx(0.4 * 4 / 6 + 0.3 * 2 / 6)
 
 
-def test_binary_metrics_use_the_acceptance_threshold():
+def test_cut_metrics_count_acceptances_strictly_above_the_cut():
     probs = np.array([0.2, 0.55, 0.65, 0.9])
     labels = np.array([0, 0, 1, 1])
-    assert binary_metrics(probs, labels, threshold=0.0)["accuracy"] == 0.75
-    assert binary_metrics(probs, labels, threshold=0.1)["accuracy"] == 1.0
-    assert binary_metrics(probs, labels, threshold=0.0)["auroc"] == 1.0
+    assert cut_metrics(probs, labels, 0.5) == {"accuracy": 0.75, "balanced_accuracy": 0.75, "acceptance_rate": 0.75}
+    assert cut_metrics(probs, labels, 0.6) == {"accuracy": 1.0, "balanced_accuracy": 1.0, "acceptance_rate": 0.5}
+    assert cut_metrics(probs, labels, 0.65)["acceptance_rate"] == 0.25
+    assert cut_metrics(probs, np.ones(4, dtype=int), 0.6)["balanced_accuracy"] is None
 
 
-def test_report_covers_layers_ensemble_and_entropy_baseline(trained, make_states):
+def test_binary_metrics_report_every_named_cut():
+    probs = np.array([0.2, 0.55, 0.65, 0.9])
+    labels = np.array([0, 0, 1, 1])
+    metrics = binary_metrics(probs, labels, {"auto": 0.6, "paper": 0.5})
+    assert metrics["auroc"] == 1.0
+    assert metrics["at_auto_cut"]["accuracy"] == 1.0 and metrics["at_paper_cut"]["accuracy"] == 0.75
+
+
+def _balanced_accuracy(probs, labels, cuts):
+    """Balanced accuracy of "accept iff P > cut" for each of `cuts`, from its definition."""
+    accepted = probs[None, :] > np.asarray(cuts, dtype=float)[:, None]
+    tpr = (accepted & (labels == 1)).sum(axis=1) / (labels == 1).sum()
+    tnr = (~accepted & (labels == 0)).sum(axis=1) / (labels == 0).sum()
+    return (tpr + tnr) / 2
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_chosen_cut_maximises_balanced_accuracy_against_a_brute_force_scan(seed):
+    rng = np.random.default_rng(seed)
+    labels = (rng.uniform(size=300) < 0.1).astype(int)
+    probs = np.clip(rng.normal(0.1 + 0.15 * labels, 0.08), 0.001, 0.999).round(3)  # ties among scores
+    cut = choose_cut(probs, labels)
+    grid = np.linspace(0, 1, 2001)  # finer than the 0.001 between distinct scores: every plateau
+    scan = _balanced_accuracy(probs, labels, grid)
+    assert _balanced_accuracy(probs, labels, [cut])[0] == pytest.approx(scan.max(), abs=1e-12)
+    assert cut not in set(probs)  # a midpoint, never a dev score itself
+    highest_best = grid[np.isclose(scan, scan.max(), rtol=0, atol=1e-12)].max()
+    assert np.array_equal(probs > cut, probs > highest_best)  # ties go to the highest cut
+
+
+def test_cut_ties_go_to_the_higher_cut_and_one_class_gives_the_paper_cut():
+    # accepting {0.9} or {0.9, 0.7} scores the same (3/4 balanced accuracy): the higher cut wins
+    assert choose_cut(np.array([0.1, 0.3, 0.7, 0.9]), np.array([0, 1, 0, 1])) == pytest.approx(0.8)
+    assert choose_cut(np.array([0.1, 0.9]), np.array([1, 1])) == 0.5
+    assert choose_cut(np.array([0.4, 0.4, 0.4]), np.array([0, 1, 0])) == 1.0  # no signal: accept none
+
+
+def test_report_covers_layers_ensemble_both_cuts_and_entropy_baseline(trained, make_states):
     features, labels = make_states(200, seed=11)
     entropy = np.where(labels.numpy() == 1, 0.5, 1.5) + np.random.default_rng(0).normal(0, 0.1, 200)
-    report = calibration_report(trained, features, labels, entropy)
+    report = calibration_report(trained, features, labels, entropy, {"auto": 0.7, "paper": 0.5})
     assert json.loads(json.dumps(report)) == report
     assert report["n"] == 200 and report["n_pos"] == int(labels.sum())
     assert sorted(report["per_layer"]) == ["3", "4", "5"]
     assert report["ensemble"]["auroc"] > 0.98
     assert 0.0 <= report["ensemble"]["ece"] <= 1.0
+    for metrics in [report["ensemble"], *report["per_layer"].values()]:
+        assert {"at_auto_cut", "at_paper_cut"} <= set(metrics)
+    scores = trained.score_batch(features).numpy()
+    assert report["ensemble"]["at_auto_cut"]["acceptance_rate"] == pytest.approx(np.mean(scores > 0.7))
     assert report["entropy_baseline"]["auroc"] > 0.99
     assert report["notes"] == []
 
 
 def test_single_class_set_reports_null_auroc_with_a_note(trained, make_states):
     features, _ = make_states(10, seed=12)
-    report = calibration_report(trained, features, torch.zeros(10, dtype=torch.long), np.ones(10))
+    report = calibration_report(trained, features, torch.zeros(10, dtype=torch.long), np.ones(10), {"paper": 0.5})
     assert report["ensemble"]["auroc"] is None
     assert all(metrics["auroc"] is None for metrics in report["per_layer"].values())
     assert report["entropy_baseline"]["auroc"] is None
-    assert report["ensemble"]["accuracy"] is not None
+    assert report["ensemble"]["at_paper_cut"]["accuracy"] is not None
     assert "one class" in report["notes"][0]
 
 
 def test_entropy_must_have_one_value_per_row(trained, make_states):
     features, labels = make_states(10, seed=13)
     with pytest.raises(ValueError, match="one mean entropy per row"):
-        calibration_report(trained, features, labels, np.ones(9))
+        calibration_report(trained, features, labels, np.ones(9), {"paper": 0.5})
 
 
 @pytest.mark.parametrize("labels", [[0, 1, 1, 0, 1], [1, 1, 1, 1, 1]])

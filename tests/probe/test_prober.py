@@ -1,5 +1,8 @@
+import copy
+import hashlib
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,9 +29,13 @@ def test_save_writes_safetensors_per_layer_and_the_record(trained, saved):
     assert record["layers"] == [3, 4, 5]
     assert record["hidden_size"] == 16
     assert record["hidden"] == [8]
-    assert record["threshold"] == 0.0
+    assert "threshold" not in record  # resolved when loading, from probe.threshold
     assert record["data_sha256"] == trained.info["data_sha256"]
     assert record["params"]["lr"] == 0.01
+    assert record["files"] == {
+        name: hashlib.sha256((saved / name).read_bytes()).hexdigest()
+        for name in ("layer_3.safetensors", "layer_4.safetensors", "layer_5.safetensors")
+    }
 
 
 def test_round_trip_gives_identical_scores_without_pickle(trained, saved, make_states, monkeypatch):
@@ -42,11 +49,7 @@ def test_round_trip_gives_identical_scores_without_pickle(trained, saved, make_s
     features, _ = make_states(50, seed=7)
     assert torch.equal(loaded.score_batch(features), trained.score_batch(features))
     assert loaded.info["model"] == "tiny-llama"
-    assert (loaded.layers, loaded.hidden, loaded.threshold) == (
-        trained.layers,
-        trained.hidden,
-        trained.threshold,
-    )
+    assert (loaded.layers, loaded.hidden, loaded.cut) == (trained.layers, trained.hidden, 0.5)
 
 
 def test_score_of_one_answer_matches_its_batch_row(trained, make_states):
@@ -61,10 +64,53 @@ def test_score_is_the_mean_of_the_layer_probabilities(trained, make_states):
     assert torch.allclose(trained.score_batch(features), per_layer.mean(dim=0))
 
 
-def test_accepts_above_half_plus_threshold(trained):
+def test_accepts_strictly_above_the_cut(trained):
+    assert trained.cut == 0.5  # the paper's cut until a threshold is applied
     assert trained.accepts(0.51) and not trained.accepts(0.5)
-    trained_copy = Prober(trained.probers, threshold=0.2, info=trained.info)
-    assert trained_copy.accepts(0.71) and not trained_copy.accepts(0.69)
+    other = Prober(trained.probers, trained.info, cut=0.7)
+    assert other.accepts(0.71) and not other.accepts(0.7)
+
+
+@pytest.mark.parametrize(("threshold", "cut"), [("auto", 0.12), (0.0, 0.5), (0.2, 0.7), (-0.1, 0.4)])
+def test_threshold_auto_takes_the_stored_dev_cut_and_a_number_the_paper_rule(trained, tmp_path, threshold, cut):
+    Prober(trained.probers, {**trained.info, "auto_cut": 0.12}).save(tmp_path / "probe", {"model": "m"})
+    prober = Prober.load(tmp_path / "probe")
+    assert prober.use_threshold(threshold) == pytest.approx(cut)
+    assert prober.accepts(cut + 1e-6) and not prober.accepts(cut)
+
+
+def test_threshold_auto_without_a_stored_cut_names_the_rebuild(trained):
+    prober = Prober(trained.probers, {key: v for key, v in trained.info.items() if key != "auto_cut"})
+    with pytest.raises(ProbeError, match="no dev-chosen cut.*skillrag train-probe"):
+        prober.use_threshold("auto")
+
+
+def test_open_prober_resolves_probe_threshold_at_load_time(trained, tmp_path):
+    from types import SimpleNamespace
+
+    from skillrag.config import load_params
+    from skillrag.paths import Paths
+    from skillrag.runtime import open_prober
+
+    paths = Paths(tmp_path)
+    Prober(trained.probers, {**trained.info, "auto_cut": 0.12}).save(paths.probe, {"model": "tiny-llama"})
+    lm = SimpleNamespace(name="tiny-llama", hidden_size=16)
+    params_file = Path(__file__).resolve().parents[2] / "params.yaml"
+    assert open_prober(load_params(params_file), paths, lm).cut == pytest.approx(0.12)
+    assert open_prober(load_params(params_file, overrides=["probe.threshold=0.1"]), paths, lm).cut == pytest.approx(0.6)
+
+
+def test_a_non_finite_score_is_an_error_naming_the_layers_not_a_verdict(trained, make_states):
+    features, _ = make_states(1, seed=14)
+    hidden = {layer: x[0] for layer, x in features.items()}
+    broken = copy.deepcopy(trained)
+    with torch.no_grad():
+        broken.probers[4].net[-1].weight.fill_(float("nan"))
+    with pytest.raises(ProbeError, match=r"not a number: layers \[4\] gave NaN/inf \(the prober's weights"):
+        broken.score(hidden)
+    hidden[5] = torch.full_like(hidden[5], float("inf"))
+    with pytest.raises(ProbeError, match=r"layers \[5\] gave NaN/inf \(the LM's hidden states"):
+        trained.score(hidden)
 
 
 def test_scoring_states_without_a_probed_layer_names_it(trained, make_states):
@@ -103,5 +149,45 @@ def test_missing_layer_weights_are_named(saved):
 def test_save_requires_the_model_id_and_keeps_structure_from_the_modules(trained, tmp_path):
     with pytest.raises(ValueError, match="name the model"):
         trained.save(tmp_path / "a", {})
-    with pytest.raises(ValueError, match="threshold"):
-        trained.save(tmp_path / "b", {"model": "m", "threshold": 0.3})
+    with pytest.raises(ValueError, match="files"):
+        trained.save(tmp_path / "b", {"model": "m", "files": {}})
+
+
+def _one_line_error_naming(path, excinfo):
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert str(path) in message and "skillrag train-probe" in message and "dvc repro train_probe" in message
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate"])
+def test_a_corrupted_or_truncated_weights_file_is_one_line_naming_it(saved, damage):
+    path = saved / "layer_4.safetensors"
+    data = bytearray(path.read_bytes())
+    if damage == "garbage":
+        data[len(data) // 2 : len(data) // 2 + 64] = b"\xff" * 64
+    else:
+        data = data[: len(data) // 2]
+    path.write_bytes(bytes(data))
+    with pytest.raises(ProbeError, match="corrupted") as excinfo:
+        Prober.load(saved)
+    _one_line_error_naming(path, excinfo)
+
+
+def test_an_unreadable_weights_file_matching_its_record_is_one_line_naming_it(saved):
+    """A file replaced together with its recorded hash still fails cleanly in safetensors."""
+    path = saved / "layer_3.safetensors"
+    path.write_bytes(path.read_bytes()[:100])
+    record = json.loads((saved / "probe.json").read_text())
+    record["files"][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (saved / "probe.json").write_text(json.dumps(record))
+    with pytest.raises(ProbeError, match="does not match probe.json") as excinfo:
+        Prober.load(saved)
+    _one_line_error_naming(path, excinfo)
+
+
+def test_a_record_without_file_hashes_asks_for_a_rebuild(saved):
+    record = json.loads((saved / "probe.json").read_text())
+    del record["files"]
+    (saved / "probe.json").write_text(json.dumps(record))
+    with pytest.raises(ProbeError, match="not a valid prober record.*skillrag train-probe"):
+        Prober.load(saved)

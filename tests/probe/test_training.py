@@ -3,11 +3,14 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from skillrag.config import ProbeParams
-from skillrag.probe.training import balanced_indices, data_sha256, train_probers
+from skillrag.probe.calibration import choose_cut, cut_metrics
+from skillrag.probe.training import balanced_indices, class_weights, data_sha256, holdout_split, train_probers
+
+from tests.probe.conftest import HIDDEN_SIZE, LAYERS
 
 
-def held_out_auroc(prober, make_states, signal):
-    features, labels = make_states(1000, seed=99, signal=signal)
+def held_out_auroc(prober, make_states, signal, rate=0.3):
+    features, labels = make_states(1000, seed=99, signal=signal, rate=rate)
     return roc_auc_score(labels.numpy(), prober.score_batch(features).numpy())
 
 
@@ -20,6 +23,74 @@ def test_random_labels_give_chance_auroc(make_states, fast_params):
     features, labels = make_states(200, seed=1, signal=0.0)
     prober = train_probers(features, labels, fast_params, device="cpu")
     assert abs(held_out_auroc(prober, make_states, signal=0.0) - 0.5) < 0.06
+
+
+def test_weighted_recipe_finds_the_direction_that_carries_the_label_and_not_noise(fast_params):
+    """One direction of the hidden state carries the label (weakly, 10% correct); a prober on
+    pure noise features with the same labels stays at chance."""
+    generator = torch.Generator().manual_seed(21)
+    n = 1600
+    labels = (torch.rand(n, generator=generator) < 0.1).long()
+    direction = torch.nn.functional.normalize(torch.randn(HIDDEN_SIZE, generator=generator), dim=0)
+    signal = {layer: torch.randn(n, HIDDEN_SIZE, generator=generator) + 1.5 * labels[:, None] * direction for layer in LAYERS}
+    noise = {layer: torch.randn(n, HIDDEN_SIZE, generator=generator) for layer in LAYERS}
+    train, test = slice(0, 600), slice(600, n)
+    aurocs = {}
+    for name, features in (("signal", signal), ("noise", noise)):
+        prober = train_probers({l: x[train] for l, x in features.items()}, labels[train], fast_params, device="cpu")
+        scores = prober.score_batch({l: x[test] for l, x in features.items()})
+        aurocs[name] = roc_auc_score(labels[test].numpy(), scores.numpy())
+    assert aurocs["signal"] > 0.8
+    assert abs(aurocs["noise"] - 0.5) < 0.1
+    assert aurocs["signal"] - aurocs["noise"] > 0.25
+
+
+def test_rare_positives_still_give_a_sane_acceptance_rate_at_the_dev_cut(make_states, fast_params):
+    """5% correct: a prober trained on every row with class weights ranks well, and the cut
+    chosen on dev accepts a small share on new rows, not the ~30-90% a 50/50 prober accepts at 0.5."""
+    features, labels = make_states(600, seed=31, signal=1.0, rate=0.05)
+    prober = train_probers(features, labels, fast_params, device="cpu")
+    dev_features, dev_labels = make_states(300, seed=32, signal=1.0, rate=0.05)
+    cut = choose_cut(prober.score_batch(dev_features).numpy(), dev_labels.numpy())
+    test_features, test_labels = make_states(2000, seed=33, signal=1.0, rate=0.05)
+    scores = prober.score_batch(test_features).numpy()
+    at_cut = cut_metrics(scores, test_labels.numpy(), cut)
+    assert roc_auc_score(test_labels.numpy(), scores) > 0.95
+    assert at_cut["acceptance_rate"] < 0.2
+    assert at_cut["balanced_accuracy"] > 0.85
+    assert prober.info["n_fit"] + prober.info["n_holdout"] == 600  # no row thrown away
+
+
+def test_rare_positives_get_probabilities_on_the_real_scale(make_states, fast_params):
+    """Class weights train as if 50/50; the prior shift brings the mean P(correct) back near the base rate."""
+    features, labels = make_states(600, seed=34, signal=1.0, rate=0.05)
+    prober = train_probers(features, labels, fast_params, device="cpu")
+    test_features, test_labels = make_states(2000, seed=35, signal=1.0, rate=0.05)
+    assert float(prober.score_batch(test_features).mean()) < 0.15
+    paper = train_probers(features, labels, fast_params.model_copy(update={"recipe": "paper"}), device="cpu")
+    assert float(paper.score_batch(test_features).mean()) > 0.3
+
+
+def test_early_stopping_stops_before_max_epochs_when_held_out_loss_rises(make_states):
+    """Labels that are noise and a network big enough to memorise them: held-out loss rises
+    after the first epochs, so every layer stops `patience` epochs after its best one."""
+    features, labels = make_states(200, seed=41, signal=0.0)
+    params = ProbeParams(hidden=[64], lr=1e-2, max_epochs=60, patience=3)
+    prober = train_probers(features, labels, params, device="cpu")
+    assert all(best + params.patience < params.max_epochs for best in prober.info["epochs"].values())
+
+
+def test_paper_recipe_reproduces_the_previous_behaviour(make_states):
+    """The scores of the recipe before the weighted one existed (50/50 downsampling, fixed
+    epochs, no prior shift), recorded from that code on the same data and seed."""
+    features, labels = make_states(100, seed=2, signal=1.0)
+    params = ProbeParams(recipe="paper", hidden=[8], epochs=4, batch_size=32, lr=1e-2)
+    prober = train_probers(features, labels, params, device="cpu")
+    test_features, _ = make_states(4, seed=8, signal=1.0)
+    expected = torch.tensor([0.414519, 0.519928, 0.435072, 0.669915])
+    assert torch.allclose(prober.score_batch(test_features), expected, atol=1e-5)
+    assert prober.info["n_fit"] == 2 * min(int(labels.sum()), int((labels == 0).sum()))
+    assert prober.info["n_holdout"] == 0 and prober.info["epochs"] == {"3": 4, "4": 4, "5": 4}
 
 
 def test_same_seed_gives_identical_weights_and_another_seed_does_not(make_states, fast_params):
@@ -49,21 +120,46 @@ def test_balancing_keeps_every_minority_row_and_as_many_seeded_majority_rows():
     assert len(picks) > 1
 
 
-def test_training_records_balanced_row_count_params_and_data_hash(trained, make_states, fast_params):
+@pytest.mark.parametrize("n_pos", [2, 3, 30])
+def test_holdout_is_stratified_seeded_and_keeps_both_classes_on_both_sides(n_pos):
+    labels = torch.tensor([1] * n_pos + [0] * 170)
+    fit, held = holdout_split(labels, 0.2, seed=13)
+    assert sorted(fit.tolist() + held.tolist()) == list(range(len(labels)))
+    assert set(labels[fit].tolist()) == set(labels[held].tolist()) == {0, 1}
+    assert int(labels[held].sum()) == min(max(1, round(0.2 * n_pos)), n_pos - 1)
+    assert len(held) - int(labels[held].sum()) == 34
+    assert torch.equal(held, holdout_split(labels, 0.2, seed=13)[1])
+    assert not torch.equal(held, holdout_split(labels, 0.2, seed=14)[1])
+
+
+def test_class_weights_make_both_classes_weigh_the_same():
+    labels = torch.tensor([1] * 5 + [0] * 95)
+    weights = class_weights(labels)
+    assert float(weights[1] * 5) == pytest.approx(float(weights[0] * 95)) == pytest.approx(50.0)
+
+
+def test_training_records_recipe_rows_params_and_data_hash(trained, make_states, fast_params):
     features, labels = make_states(300, seed=1)
-    assert trained.info["n_trained"] == 2 * min(int(labels.sum()), int((labels == 0).sum()))
-    assert trained.info["data_sha256"] == data_sha256(features, labels)
-    assert trained.info["params"] == fast_params.model_dump()
+    info = trained.info
+    assert info["recipe"] == "weighted"
+    assert (info["n_rows"], info["n_pos"]) == (300, int(labels.sum()))
+    assert info["n_fit"] + info["n_holdout"] == 300 and info["n_holdout"] == pytest.approx(60, abs=1)
+    assert sorted(info["epochs"]) == ["3", "4", "5"]
+    assert all(1 <= e <= fast_params.max_epochs for e in info["epochs"].values())
+    assert info["data_sha256"] == data_sha256(features, labels)
+    assert info["params"] == fast_params.training()
+    assert "threshold" not in info["params"]  # applied at load time: changing it must not retrain
     flipped = labels.clone()
     flipped[0] = 1 - flipped[0]
     assert data_sha256(features, flipped) != data_sha256(features, labels)
 
 
-@pytest.mark.parametrize("value", [0, 1])
-def test_a_missing_class_is_a_clear_error(make_states, value):
+@pytest.mark.parametrize(("recipe", "n_pos", "needed"), [("paper", 0, 1), ("weighted", 0, 2), ("weighted", 1, 2)])
+def test_too_few_of_a_class_is_a_clear_error(make_states, recipe, n_pos, needed):
     features, _ = make_states(20, seed=5)
-    with pytest.raises(ValueError, match="needs both classes"):
-        train_probers(features, torch.full((20,), value), ProbeParams(), device="cpu")
+    labels = torch.tensor([1] * n_pos + [0] * (20 - n_pos))
+    with pytest.raises(ValueError, match=f"needs at least {needed} correct and {needed} incorrect.*got {n_pos} correct"):
+        train_probers(features, labels, ProbeParams(recipe=recipe), device="cpu")
 
 
 def test_mismatched_rows_are_rejected(make_states):

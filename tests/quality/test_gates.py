@@ -74,21 +74,35 @@ def test_an_eval_question_from_a_train_split_fails_the_gate(prepared):
     assert f"train: {rows[0]['id']} (orig_split 'train')" in str(info.value)
 
 
-def _probe_metrics(tmp_path, ensemble_auroc, layer_aurocs):
-    path = tmp_path / "probe_metrics.json"
-    path.write_text(json.dumps({
+def _probe_report(ensemble_auroc, layer_aurocs, entropy_auroc=0.55):
+    return {
         "ensemble": {"auroc": ensemble_auroc},
         "per_layer": {str(i): {"auroc": a} for i, a in enumerate(layer_aurocs, start=1)},
-    }))
-    return path
+        "entropy_baseline": {"auroc": entropy_auroc},
+    }
 
 
 def test_probe_gate_thresholds_and_record_only_mode(tmp_path):
+    from skillrag.config import ProbeParams
     from skillrag.quality.suites import gate_probe
 
-    assert gate_probe(_probe_metrics(tmp_path, 0.62, [0.6, 0.55, 0.4]), 0.5)["success"]
+    result = tmp_path / "probe_validation.json"
+    params, record_only = ProbeParams(min_dev_auroc=0.5), ProbeParams(min_dev_auroc=0.0)
+    assert gate_probe(_probe_report(0.62, [0.6, 0.55, 0.4]), params, result)["success"]
     with pytest.raises(GateFailed, match="expect_column_values_to_be_between"):
-        gate_probe(_probe_metrics(tmp_path, 0.45, [0.6, 0.55, 0.4]), 0.5)
+        gate_probe(_probe_report(0.45, [0.6, 0.55, 0.4], entropy_auroc=0.4), params, result)
     with pytest.raises(GateFailed, match="expect_column_values_to_not_be_null"):
-        gate_probe(_probe_metrics(tmp_path, None, [None, None]), 0.5)
-    assert gate_probe(_probe_metrics(tmp_path, None, [None, None]), 0.0)["success"]  # one-class dev set
+        gate_probe(_probe_report(None, [None, None], None), params, result)
+    assert gate_probe(_probe_report(None, [None, None], None), record_only, result)["success"]  # one-class dev set
+
+
+def test_probe_gate_fails_below_the_entropy_baseline_unless_allowed(tmp_path):
+    from skillrag.config import ProbeParams
+    from skillrag.quality.suites import gate_probe
+
+    result = tmp_path / "probe_validation.json"
+    below = _probe_report(0.57, [0.6, 0.55, 0.58], entropy_auroc=0.76)
+    with pytest.raises(GateFailed, match=r"ensemble dev AUROC 0\.570 is below the mean-token-entropy baseline's 0\.760.*probe\.allow_below_entropy: true"):
+        gate_probe(below, ProbeParams(), result)
+    assert gate_probe(below, ProbeParams(allow_below_entropy=True), result)["success"]
+    assert gate_probe(_probe_report(0.76, [0.7, 0.7], entropy_auroc=0.76), ProbeParams(), result)["success"]  # a tie passes
