@@ -51,6 +51,7 @@ def cot_prompt(question: str, passages: Sequence[Passage] = ()) -> Prompt:
 _ANSWER = re.compile(r"\banswer\s*:[ \t]*(.*)", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _UNFINISHED = re.compile(r"[^.!?]*$")
+_ANSWER_IS = re.compile(r"^(so,?\s+)?the answer is\b\s*:?\s*", re.IGNORECASE)
 FLEXIBLE_MAX_WORDS = 12
 COPY_NGRAM = 4
 
@@ -81,9 +82,10 @@ def parse_answer(generated: str, prompt: str = "", truncated: bool = False) -> P
 
 
 def flexible_answer(reasoning: str, prompt: str, truncated: bool = False) -> str:
-    """The final sentence of `reasoning` when it has at most FLEXIBLE_MAX_WORDS words and no run
-    of COPY_NGRAM normalised words that also occurs in `prompt`, else "". When `truncated`,
-    the unfinished words after the last sentence end (. ! ?) are not a sentence and are dropped.
+    """The final sentence of `reasoning` (less a leading "The answer is", the label small models
+    write instead of `Answer:`) when it has at most FLEXIBLE_MAX_WORDS words and no run of
+    COPY_NGRAM normalised words that also occurs in `prompt`, else "". When `truncated`, the
+    unfinished words after the last sentence end (. ! ?) are not a sentence and are dropped.
 
     A final sentence copied from a passage often contains the gold without answering (a 0.5B
     model's budget-cut rationale), so it must not count as an answer; a short answer that is
@@ -95,7 +97,7 @@ def flexible_answer(reasoning: str, prompt: str, truncated: bool = False) -> str
     lines = [line.strip() for line in reasoning.splitlines() if line.strip()]
     if not lines:
         return ""
-    sentence = _SENTENCE_END.split(lines[-1])[-1].strip()
+    sentence = _ANSWER_IS.sub("", _SENTENCE_END.split(lines[-1])[-1].strip())
     words = normalized_tokens(sentence)
     if not words or len(sentence.split()) > FLEXIBLE_MAX_WORDS:
         return ""

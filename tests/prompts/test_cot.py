@@ -43,6 +43,14 @@ def test_flexible_takes_a_short_final_sentence_of_the_models_own():
     assert (parsed.answer, parsed.flexible) == ("", "So the director is Zemeckis.")
 
 
+@pytest.mark.parametrize(
+    "said", [" The answer is Zemeckis.", " So the answer is Zemeckis.", " the answer is: Zemeckis."]
+)
+def test_flexible_drops_a_leading_the_answer_is(said):
+    assert parse_answer(said, PROMPT).flexible == "Zemeckis."
+    assert parse_answer(" The answer is", PROMPT).flexible == ""
+
+
 def test_flexible_never_returns_text_copied_from_the_passages_or_the_prompt():
     copied = " I read the passages. Cast Away is a 2000 film directed by Robert Zemeckis."
     assert parse_answer(copied, PROMPT).flexible == ""
