@@ -4,7 +4,7 @@ before it is used.
 A truncated or overwritten artifact file would otherwise surface far from its cause (a Java stack
 trace, a numpy or safetensors load error, or silently wrong numbers); the check turns it into one
 line naming the file and the command that rebuilds it. Hashing is fast enough to do on every
-open (about 0.5 s for a 540 MB model file, 0.03 s for the default index).
+open (0.5-0.9 s for the 540 MB SmolLM2 file on two busy cores, 0.03 s for the default index).
 
 A manifest is `{"digest": ..., "files": {relative path: {"size", "sha256"}}}`; the digest (sha256
 over every path, size and hash) identifies the artifact's content as a whole.

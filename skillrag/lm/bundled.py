@@ -3,7 +3,7 @@
 Each package holds a quantized GGUF file. transformers de-quantizes GGUF on every load (15-50 s),
 so the first use converts it once into a float32 safetensors directory in the cache, and every
 later load reads that directory (< 3 s). The conversion records each file's size and sha256
-(`skillrag-manifest.json`), checked on every use (about 0.5 s for SmolLM2's 540 MB): a damaged
+(`skillrag-manifest.json`), checked on every use (0.5-0.9 s for SmolLM2's 540 MB): a damaged
 cache is one line naming the file and `skillrag lm-cache --rebuild <name>`, never garbage weights.
 A cache without a manifest (converted before manifests existed) is converted again.
 """
