@@ -16,8 +16,9 @@ TERMINATIONS: tuple[str, ...] = get_args(Termination)
 
 @dataclass
 class Cost:
-    """LLM calls (each generate or loglikelihood call counts once, however many prompts it
-    batches), tokens of generate calls (loglikelihood reports none), retriever searches, seconds."""
+    """LLM calls (each generate, loglikelihood or choose_and_generate call counts once, however
+    many prompts or options it batches), tokens of generate and choose_and_generate calls
+    (loglikelihood reports none), retriever searches, seconds."""
 
     llm_calls: int = 0
     tokens_in: int = 0
@@ -40,7 +41,7 @@ class Round:
     this round (several for question_decomposition). `score`/`accepted` are the prober's verdict
     on this round's answer; `router_scores` the scores behind the skill choice; `fallbacks` says
     which deterministic fallbacks replaced unusable model output; `state` is the answer's hidden
-    vector (mean over the prober's layers), kept only when recording states for the learned router.
+    vector (mean over `Components.state_layers`), kept only when recording states for the learned router.
     `answer` is the strict answer ("" when the generation had no `Answer:`), `flexible_answer`
     the flexible one (skillrag.prompts.cot); `budget_hit`: the generation ended on the token
     budget (max_new_tokens) rather than a stop sequence or end of text.
