@@ -230,9 +230,8 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.eval.runner import run_method
     from skillrag.files import write_json
     from skillrag.methods import Components
-    from skillrag.methods.exploration import SkillExploration
+    from skillrag.methods.exploration import SkillExploration, build_router_dataset
     from skillrag.probe.extract import resolve_layers
-    from skillrag.skills import build_router_dataset
     from skillrag.skills.learned_router import (
         cross_validate_router,
         fit_router,

@@ -1,13 +1,19 @@
 """What the stages record beside their traces (the stages themselves run in tests/e2e)."""
 
+import json
 from pathlib import Path
 
 import pytest
 
+from skillrag import runtime, stages
 from skillrag.config import load_params
+from skillrag.files import DataError
 from skillrag.paths import Paths
-from skillrag.retrieval.manifest import write_manifest
+from skillrag.quality import GateFailed
+from skillrag.retrieval.manifest import write_index_manifest
 from skillrag.stages import run_settings
+from tests.fake_cli import PausingLM, make_workspace
+from tests.fakes import CORPUS, OverlapRetriever
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -22,7 +28,7 @@ def workspace(tmp_path):
     (model / "model.safetensors").write_bytes(b"weights")
     (paths.index / "bm25s").mkdir(parents=True)
     (paths.index / "bm25s" / "data.npz").write_bytes(b"index")
-    write_manifest(paths.index)
+    write_index_manifest(paths.index)
     paths.probe.mkdir(parents=True)
     (paths.probe / "probe.json").write_text('{"layers": [2]}')
     (paths.probe / "layer_2.safetensors").write_bytes(b"weights")
@@ -56,7 +62,7 @@ def test_run_settings_follow_what_shapes_a_trace_and_not_speed_knobs(workspace):
     (model / "model.safetensors").write_bytes(b"other weights")
     questions.write_text('{"id": "nq-1"}\n')
     (paths.index / "bm25s" / "data.npz").write_bytes(b"rebuilt")
-    write_manifest(paths.index)
+    write_index_manifest(paths.index)
     changed = _settings(workspace, "skill_rag")["inputs"]
     assert all(changed[name] != base["inputs"][name] for name in ("prober", "model", "questions", "index"))
 
@@ -84,3 +90,78 @@ def test_provenance_names_the_code_and_libraries(workspace):
     assert set(provenance) == {"git_commit", "git_dirty", "torch", "transformers", "skillrag"}
     assert len(provenance["git_commit"]) == 40 and isinstance(provenance["git_dirty"], bool)
     assert provenance["torch"] and provenance["transformers"] and provenance["skillrag"]
+
+
+class _Failing(PausingLM):
+    """The fake CLI's LM, raising `error` on the calls numbered in `at`."""
+
+    def __init__(self, error: Exception, at: set[int]) -> None:
+        super().__init__()
+        self.error, self.at = error, at
+
+    def generate(self, prompts, *args, **kwargs):
+        if self.calls + 1 in self.at:
+            self.calls += 1
+            raise self.error
+        return super().generate(prompts, *args, **kwargs)
+
+
+@pytest.fixture
+def evaluate_in(tmp_path, monkeypatch):
+    """Run the real evaluate stage in a fake workspace with `lm` (tests/fake_cli.py)."""
+    workspace = make_workspace(tmp_path / "ws")
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+
+    def run(lm, *overrides):
+        monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
+        params = load_params(workspace / "params.yaml", overrides=list(overrides))
+        return params, Paths(workspace), stages.evaluate(params, Paths(workspace))
+
+    return run
+
+
+def test_resuming_after_an_index_rebuild_is_refused_naming_the_index(evaluate_in):
+    _, paths, _ = evaluate_in(PausingLM())
+    (paths.index / "bm25s" / "data.npz").write_bytes(b"rebuilt with other settings")
+    write_index_manifest(paths.index)
+    before = paths.run_file("single_step", "nq").read_text()
+    with pytest.raises(DataError, match=r"single_step/nq\.jsonl holds 4 traces run with other settings \(changed: inputs\.index\)"):
+        evaluate_in(PausingLM())
+    assert paths.run_file("single_step", "nq").read_text() == before
+
+
+def test_a_programming_error_stops_evaluate(evaluate_in):
+    with pytest.raises(TypeError, match="a bug"):
+        evaluate_in(_Failing(TypeError("a bug"), at={2}))
+
+
+def test_the_runs_gate_fails_above_the_error_rate_cap_naming_the_most_common_error(evaluate_in):
+    params, paths, _ = evaluate_in(_Failing(RuntimeError("CUDA out of memory"), at={2, 3}))
+    with pytest.raises(GateFailed, match=r"2 of 4 traces are errors .*most common: RuntimeError x2, e\.g\. 'RuntimeError: CUDA out of memory'"):
+        stages.gate_evaluate(params, paths)
+    assert stages.gate_evaluate(load_params(paths.root / "params.yaml", overrides=["evaluate.max_error_rate=0.5"]), paths)
+
+    evaluate_in(PausingLM())  # the rerun retries the two error traces
+    assert stages.gate_evaluate(params, paths)["success"]
+
+
+def test_train_router_needs_no_prober_and_leaves_a_note_when_too_few_examples(tmp_path, monkeypatch):
+    """The fake LM answers the odd-numbered train questions wrongly whatever the evidence: two
+    failure states, both labelled exit (no skill helped), too few to learn from."""
+    from skillrag.eval.runner import settings_file
+    from skillrag.skills import load_learned_router
+
+    workspace = make_workspace(tmp_path / "ws")
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_lm", lambda params: PausingLM())
+    params, paths = load_params(workspace / "params.yaml"), Paths(workspace)
+    report = stages.train_router(params, paths)
+    assert not paths.probe.exists()
+    assert report["trained"] is False and (report["questions"], report["by_skill"]) == (4, {"exit": 2})
+    assert "need train_router.min_examples_per_skill=5 each" in report["reason"]
+    with pytest.raises(FileNotFoundError, match="too few failure states per skill"):
+        load_learned_router(paths.router)
+    settings = json.loads(settings_file(paths.router_traces).read_text())
+    assert settings["method"] == "skill_exploration" and settings["params"]["lm.layers"] == [3, 4]
+    assert not any(key.startswith(("probe", "methods")) for key in settings["params"])
+    assert json.loads(paths.router_metrics.read_text()) == report

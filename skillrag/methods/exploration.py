@@ -3,18 +3,24 @@
 A failure state is a question whose single-step answer (retrieve with the question, answer over
 the top-k) is wrong by gold. From it every query skill is tried once, in the fixed order of
 `QUERY_SKILLS`, each from the same failure state and evidence, until one gives a right answer.
-`skillrag.skills.learned_router.build_router_dataset` labels the state with that skill, or with
-`exit` when none helped (stopping was right). No prober is involved, so the data depends neither
-on a prober nor on its acceptance threshold. Correctness is passed in (the stage uses the
-evaluation's accuracy): methods and skills do not import the eval layer.
+`build_router_dataset` labels the state with that skill, or with `exit` when none helped
+(stopping was right): the training set of `skillrag.skills.learned_router`. No prober is
+involved, so the data depends neither on a prober nor on its acceptance threshold. Correctness
+is passed in (the stage uses the evaluation's accuracy): methods and skills do not import the
+eval layer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
 from skillrag.methods.base import Components, Method, Session
-from skillrag.methods.simple import SingleStep
-from skillrag.skills import QUERY_SKILLS, build_skills
-from skillrag.skills.learned_router import IsCorrect
+from skillrag.methods.trace import Trace
+from skillrag.skills import EXIT, QUERY_SKILLS, build_skills
+
+IsCorrect = Callable[[str, Sequence[str]], bool]  # (answer, gold answers) -> right?
 
 
 class SkillExploration(Method):
@@ -22,7 +28,6 @@ class SkillExploration(Method):
     then, if it is wrong, one round per query skill until one answers right; ends "done"."""
 
     name = "skill_exploration"
-    reads = (*SingleStep.reads, "lm.layers")
 
     def __init__(self, parts: Components, is_correct: IsCorrect) -> None:
         super().__init__(parts)
@@ -44,3 +49,27 @@ class SkillExploration(Method):
                 if self.is_correct(session.answer_round(name, result.queries, fallbacks=notes).answer, golds):
                     break
         session.stop("done")
+
+
+def router_label(trace: Trace, is_correct: IsCorrect) -> str | None:
+    """The label of an exploration trace: the first query skill whose answer is right, else
+    `exit`; None when the trace holds no failure state (the single-step answer was right, its
+    state was not recorded, or the question ended on an error)."""
+    if trace.termination == "error" or not trace.rounds:
+        return None
+    first = trace.rounds[0]
+    if first.stage != "retrieval" or first.state is None or is_correct(first.answer, trace.golds):
+        return None
+    skill_rounds = (r for r in trace.rounds[1:] if r.stage in QUERY_SKILLS and r.queries)
+    return next((r.stage for r in skill_rounds if is_correct(r.answer, trace.golds)), EXIT)
+
+
+def build_router_dataset(traces: Iterable[Trace], is_correct: IsCorrect) -> tuple[np.ndarray, list[str]]:
+    """(X [n, d], labels) from exploration traces: one row per failure state (see `router_label`)."""
+    rows, labels = [], []
+    for trace in traces:
+        label = router_label(trace, is_correct)
+        if label is not None:
+            rows.append(trace.rounds[0].state)
+            labels.append(label)
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(rows[0]) if rows else 0), labels

@@ -15,11 +15,7 @@ from skillrag.skills.base import (
 from skillrag.skills.decompose import QuestionDecomposition
 from skillrag.skills.exit import exit_answer
 from skillrag.skills.focus import EvidenceFocusing
-from skillrag.skills.learned_router import (
-    LearnedRouter,
-    build_router_dataset,
-    load_learned_router,
-)
+from skillrag.skills.learned_router import LearnedRouter, load_learned_router
 from skillrag.skills.rewrite import QueryRewriting
 from skillrag.skills.router import SKILL_TYPES, PromptRouter
 
@@ -43,7 +39,6 @@ __all__ = [
     "Routing",
     "Skill",
     "SkillResult",
-    "build_router_dataset",
     "build_skills",
     "exit_answer",
     "fallback_skill",

@@ -1,13 +1,12 @@
 """The learned router (beyond the paper): a logistic regression from the failure state's hidden
 vector to the skill to use, so choosing costs no LLM call.
 
-Training data comes from skill-exploration traces (skillrag.methods.exploration): a failure
+Training data comes from skill exploration (skillrag.methods.exploration builds it): a failure
 state is a question whose single-step answer is wrong by gold, its vector the mean of that
 answer's pooled hidden states over the resolved `lm.layers`, and its label the first query skill
 (in the fixed `QUERY_SKILLS` order) whose answer was right by gold, else `exit` (no skill helped,
-so stopping was right). Gold correctness is passed in by the stage: this package does not import
-the eval layer. Below a minimum number of examples per label nothing is trained; a note says
-why. Weights are stored as safetensors arrays plus a JSON record (classes, layers, hidden size),
+so stopping was right). Below a minimum number of examples per label nothing is trained; a note
+says why. Weights are stored as safetensors arrays plus a JSON record (classes, layers, hidden size),
 never pickle, so loading cannot run code.
 """
 
@@ -15,47 +14,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from skillrag.files import atomic_path, write_json
 from skillrag.lm.base import state_vector
-from skillrag.skills.base import EXIT, QUERY_SKILLS, SKILL_NAMES, FailureState, Routing, fallback_skill
-
-if TYPE_CHECKING:
-    from skillrag.methods.trace import Trace
+from skillrag.skills.base import SKILL_NAMES, FailureState, Routing, fallback_skill
 
 WEIGHTS, RECORD, STATUS = "router.safetensors", "router.json", "status.json"
-IsCorrect = Callable[[str, Sequence[str]], bool]  # (answer, gold answers) -> right?
-
-
-def router_label(trace: Trace, is_correct: IsCorrect) -> str | None:
-    """The label of an exploration trace: the first query skill whose answer is right, else
-    `exit`; None when the trace holds no failure state (the single-step answer was right, its
-    state was not recorded, or the question ended on an error)."""
-    if trace.termination == "error" or not trace.rounds:
-        return None
-    first = trace.rounds[0]
-    if first.stage != "retrieval" or first.state is None or is_correct(first.answer, trace.golds):
-        return None
-    skill_rounds = (r for r in trace.rounds[1:] if r.stage in QUERY_SKILLS and r.queries)
-    return next((r.stage for r in skill_rounds if is_correct(r.answer, trace.golds)), EXIT)
-
-
-def build_router_dataset(traces: Iterable[Trace], is_correct: IsCorrect) -> tuple[np.ndarray, list[str]]:
-    """(X [n, d], labels) from exploration traces: one row per failure state (see `router_label`)."""
-    rows, labels = [], []
-    for trace in traces:
-        label = router_label(trace, is_correct)
-        if label is not None:
-            rows.append(trace.rounds[0].state)
-            labels.append(label)
-    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(rows[0]) if rows else 0), labels
 
 
 def too_few_examples(labels: Sequence[str], min_per_skill: int) -> str | None:

@@ -9,8 +9,8 @@ from skillrag.config import MethodsParams, load_params
 from skillrag.data.schema import Question
 from skillrag.methods import Components, Round, Trace, build_method
 from skillrag.methods.base import interleave
-from skillrag.methods.exploration import SkillExploration
-from skillrag.skills import QUERY_SKILLS, LearnedRouter, build_router_dataset
+from skillrag.methods.exploration import SkillExploration, build_router_dataset
+from skillrag.skills import QUERY_SKILLS, LearnedRouter
 from skillrag.skills.router import OPTIONS
 from tests.conftest import REPO
 from tests.fakes import CORPUS, FakeLM, FakeProber, OverlapRetriever, answer

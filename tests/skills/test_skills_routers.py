@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from skillrag.methods import Round, Trace
+from skillrag.methods.exploration import build_router_dataset
 from skillrag.skills import (
     SKILL_NAMES,
     FailureState,
     PromptRouter,
-    build_router_dataset,
     fallback_skill,
     load_learned_router,
 )
