@@ -42,3 +42,28 @@ def test_conversion_writes_a_plain_safetensors_directory(tmp_path, monkeypatch):
     assert (path / "model.safetensors").exists() and (path / "tokenizer.json").exists()
     assert "quantization_config" not in json.loads((path / "config.json").read_text())
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["smollm2-135m"]  # no temp dir left
+
+
+def test_smollm2_routes_and_writes_in_one_call_as_the_separate_calls_would():
+    """On the real tokenizer too, one-call routing scores the skill labels like `loglikelihood` and
+    writes the chosen skill's output like `generate` on prompt + label + lead."""
+    from skillrag.skills import FailureState
+    from skillrag.skills.base import render
+    from skillrag.skills.router import OPTIONS
+
+    lm = load_lm("smollm2-135m", device="cpu")
+    passage = Passage("p1", "Hamlet (film)", "Hamlet is a 1996 film directed by Kenneth Branagh.")
+    state = FailureState(
+        "Who wrote the play Hamlet?", "Branagh made Hamlet.", "Kenneth Branagh", (passage,), None, 1
+    )
+    prefix, body = render(state.fields())
+    options = list(OPTIONS.values())
+    expected = lm.loglikelihood(prefix + body, [option.label for option in options])
+    for index in range(len(options) - 1):  # the query skills (exit writes nothing)
+        choice = lm.choose_and_generate(prefix + body, options, prefix=prefix, pick=lambda _, i=index: i)
+        assert choice.scores == pytest.approx(expected, abs=1e-3)
+        option = options[index]
+        [plain] = lm.generate(
+            [prefix + body + option.label + option.lead], option.max_new_tokens, stop=option.stop
+        )
+        assert choice.generation.text == plain.text and choice.generation.token_ids == plain.token_ids
