@@ -329,7 +329,11 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 
 def _stopped(signum: int) -> SystemExit:
     name = signal.Signals(signum).name
-    console.print(f"[yellow]interrupted ({name}):[/] finished work is kept; rerun the same command to continue", highlight=False)
+    console.print(
+        f"[yellow]interrupted ({name}):[/] finished work is kept; rerun the same command to continue",
+        highlight=False,
+        soft_wrap=True,
+    )
     return SystemExit(128 + signum)
 
 
@@ -348,5 +352,5 @@ def run() -> None:
             raise _stopped(interrupts.received() or 0) from None
         if not isinstance(err, _user_errors()):
             raise
-        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)  # one line, even in a log
         raise SystemExit(1) from None

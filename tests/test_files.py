@@ -3,7 +3,15 @@ import os
 
 import pytest
 
-from skillrag.files import DataError, WorkspaceBusy, atomic_path, exclusive, read_jsonl, write_json, write_jsonl
+from skillrag.files import (
+    DataError,
+    WorkspaceBusy,
+    atomic_path,
+    exclusive,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
 
 
 def test_malformed_line_names_file_and_line(tmp_path):
@@ -90,9 +98,9 @@ def test_a_second_holder_of_a_lock_is_refused_naming_the_first(tmp_path):
     lock = tmp_path / "locks" / "evaluate.lock"
     with exclusive(lock, "`skillrag evaluate`"):
         assert f"pid {os.getpid()}" in (tmp_path / "locks" / "evaluate.lock.owner").read_text()
-        with pytest.raises(WorkspaceBusy, match=rf"`skillrag evaluate` is already running on this workspace \(pid {os.getpid()}: "):
-            with exclusive(lock, "`skillrag evaluate`"):
-                pass
+        busy = rf"`skillrag evaluate` is already running on this workspace \(pid {os.getpid()}: "
+        with pytest.raises(WorkspaceBusy, match=busy), exclusive(lock, "`skillrag evaluate`"):
+            pass
     with exclusive(lock, "`skillrag evaluate`"):  # released: the next run takes it
         pass
     assert not (tmp_path / "locks" / "evaluate.lock.owner").exists()

@@ -1,0 +1,99 @@
+"""The real `skillrag` command line over fakes, for tests that run it as a subprocess and send it
+signals: a rule-based LM (no model to load) and the term-overlap retriever. Everything else
+(the CLI's signal handling, the stage, its lock, the runner, the gate) is the real code.
+
+The LM can pause deterministically, so a test knows the run is mid-question without timing it:
+with FAKE_PAUSE_AT=n the n-th generate call touches FAKE_READY and waits, until the file
+FAKE_RELEASE exists (when given) or until a signal ends the run.
+
+    python -m tests.fake_cli --params <workspace>/params.yaml evaluate
+
+`make_workspace` writes a workspace it can run in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from skillrag import cli, runtime
+from skillrag.lm.base import Generation
+from skillrag.retrieval.manifest import write_index_manifest
+from tests.conftest import write_rows
+from tests.fakes import CORPUS, OverlapRetriever, hidden_state
+
+
+class PausingLM:
+    """Answers "Paris" when the question's first number is even, else "Rome" (both labels occur),
+    with hidden states."""
+
+    name, num_layers, hidden_size = "pausing-fake", 4, 8
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.pause_at = int(os.environ.get("FAKE_PAUSE_AT", "0"))
+
+    def _pause(self) -> None:
+        Path(os.environ["FAKE_READY"]).touch()
+        release = os.environ.get("FAKE_RELEASE")
+        while release is None or not Path(release).exists():
+            time.sleep(0.02)
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        capture: Sequence[int] | None = None,
+        prefix: str | None = None,
+    ) -> list[Generation]:
+        self.calls += 1
+        if self.calls == self.pause_at:
+            self._pause()
+        out = []
+        for prompt in prompts:
+            question = prompt.rsplit("Question: ", 1)[-1]
+            number = int(re.search(r"\d+", question).group())
+            text = " Looked it up.\nAnswer: " + ("Paris" if number % 2 == 0 else "Rome")
+            hidden = {layer: hidden_state(question + text, layer, self.hidden_size) for layer in capture or ()}
+            n = len(text.split())
+            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, len(prompt.split()), hidden or None, "stop"))
+        return out
+
+    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        raise NotImplementedError("the fake CLI runs methods without a router")
+
+
+def make_workspace(root: Path) -> Path:
+    """params.yaml, questions of every split, a model directory and an index manifest (the inputs
+    the run settings identify); the fakes stand in for the model and the retriever."""
+    (root / "model").mkdir(parents=True)
+    (root / "model" / "config.json").write_text("{}")
+    (root / "data" / "index" / "bm25s").mkdir(parents=True)
+    (root / "data" / "index" / "bm25s" / "data.npz").write_bytes(b"index")
+    write_index_manifest(root / "data" / "index")
+    for split, n in (("train", 4), ("dev", 2), ("eval", 4)):
+        rows = [
+            {"id": f"nq-{split}-{i}", "dataset": "nq", "question": f"Where is landmark {i} of the {split} set?", "answers": ["Paris"], "split": split}
+            for i in range(n)
+        ]
+        write_rows(root / "data" / "questions" / split / "nq.jsonl", rows)
+    params = {
+        "lm": {"model": str(root / "model"), "device": "cpu", "max_new_tokens": 8, "batch_size": 2},
+        "retrieval": {"backend": "bm25s"},
+        "extract": {"checkpoint_rows": 2, "checkpoint_seconds": 600},
+        "evaluate": {"methods": ["no_retrieval", "single_step"], "datasets": ["nq"]},
+    }
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    return root
+
+
+if __name__ == "__main__":
+    runtime.open_lm = lambda params: PausingLM()
+    runtime.open_retriever = lambda params, paths: OverlapRetriever(CORPUS)
+    cli.run()
