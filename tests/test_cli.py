@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -114,8 +115,8 @@ def test_global_options_may_follow_the_command(argv, expected):
 
 
 def test_exp_runs_a_profile_without_touching_the_workspace(tmp_path):
-    """`skillrag exp tiny` hands the profile to `dvc exp run --temp`: the committed params.yaml and
-    dvc.lock stay as they were (checked with real git and DVC, in dry mode)."""
+    """`skillrag exp tiny` hands the profile to `dvc exp run --temp`: the experiment records the tiny
+    values while the workspace stays as committed (real git and DVC, the prepare stage only)."""
     import os
     import shutil
     import subprocess
@@ -138,6 +139,10 @@ def test_exp_runs_a_profile_without_touching_the_workspace(tmp_path):
     sh("dvc", "init", "-q")
     sh("git", "add", "-A")
     sh("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
-    out = sh("skillrag", "exp", "tiny", "--", "--dry")
-    assert "dvc exp run --temp -S prepare.train_size=24" in out.stdout + out.stderr
+    out = sh("skillrag", "exp", "tiny", "--", "prepare")
+    assert "dvc exp run --temp -S" in out.stdout + out.stderr
     assert sh("git", "status", "--porcelain").stdout == ""
+    assert not (project / "data").exists()
+    shown = json.loads(sh("dvc", "exp", "show", "--json").stdout)
+    runs = [rev for commit in shown for exp in commit.get("experiments") or [] for rev in exp["revs"]]
+    assert [rev["data"]["params"]["params.yaml"]["data"]["prepare"]["train_size"] for rev in runs] == [24]
