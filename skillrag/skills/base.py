@@ -25,7 +25,7 @@ from skillrag.skills.text import ECHO_JACCARD, clean_query, fresh, is_echo, quer
 QUERY_SKILLS = ("query_rewriting", "question_decomposition", "evidence_focusing")
 EXIT = "exit"
 SKILL_NAMES = (*QUERY_SKILLS, EXIT)
-EVIDENCE_CHARS = 240  # per passage in skill and router prompts: enough to see what is covered
+EVIDENCE_CHARS = 240  # per passage in the router prompt: enough to see what is covered
 
 
 @dataclass(frozen=True)
