@@ -69,8 +69,8 @@ class ExtractParams(_Section):
 
 class ProbeParams(_Section):
     recipe: Literal["weighted", "paper"] = "weighted"  # see skillrag.probe.training
-    hidden: list[int] = [256]
-    lr: float = 1e-3
+    hidden: list[int] = []  # widths of the hidden layers; [] = LayerNorm -> Linear (paper: [256])
+    lr: float = 1e-2  # paper: 1e-3
     epochs: int = Field(2, ge=1)  # paper recipe only
     max_epochs: int = Field(50, ge=1)  # weighted recipe: early stopping's ceiling
     patience: int = Field(5, ge=1)  # weighted recipe: epochs without a better held-out loss

@@ -10,7 +10,14 @@
   Last, the log prior odds of the fitted rows are added to the "correct" logit: weighting makes
   the network answer as if the classes were 50/50, and this brings P(correct) back to the real
   rate (what ECE measures) without changing any ranking.
-- `paper`: the Probing-RAG recipe: 50/50 classes by downsampling the majority, `epochs` epochs.
+- `paper`: the Probing-RAG recipe: 50/50 classes by downsampling the majority, `epochs` epochs
+  (with the paper's `hidden: [256]` and `lr: 1e-3`).
+
+The default network is the smallest of the family, LayerNorm -> Linear (`hidden: []`), at
+lr 1e-2: on synthetic 576-d states shaped like SmolLM2's (offset, strong low-rank part, label
+along one direction, 600 rows, 5-10% correct; 6 sets) it ranked new rows at AUROC 0.82 on
+average, against 0.65 for `hidden: [256]` at lr 1e-3 and 0.58 at lr 1e-2, which overfit the
+few positives within 1-2 epochs; a logistic probe on real states also beat the MLP (DESIGN §7).
 
 Deterministic for a given seed and device: the split, the balancing, initialisation and
 minibatch order all come from seeded generators, and the global torch RNG is left untouched.
@@ -142,6 +149,11 @@ def _train_weighted(
     for epoch in range(1, params.max_epochs + 1):
         run.epoch(x[fit], y[fit], weight)
         loss = run.loss(x[held], y[held], weight)
+        if not math.isfinite(loss):
+            raise ValueError(
+                f"prober training diverged (held-out loss {loss} at epoch {epoch}): lower probe.lr, "
+                "or check data/states for non-finite values"
+            )
         if loss < best_loss:
             best_loss, best_epoch = loss, epoch
             best_state = {key: value.clone() for key, value in run.model.state_dict().items()}

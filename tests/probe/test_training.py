@@ -45,6 +45,32 @@ def test_weighted_recipe_finds_the_direction_that_carries_the_label_and_not_nois
     assert aurocs["signal"] - aurocs["noise"] > 0.25
 
 
+def _real_like(n, seed, size=128):
+    """States shaped like a small LM's: an offset, a strong low-rank common part, noise, and
+    the label (about 10% correct) tied to a latent value along one direction."""
+    generator, fixed = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(0)
+    basis = torch.randn(8, size, generator=fixed)
+    direction = torch.nn.functional.normalize(torch.randn(size, generator=fixed), dim=0)
+    latent = torch.randn(n, generator=generator)
+    labels = (torch.rand(n, generator=generator) < torch.sigmoid(2.0 * latent - 3.6)).long()
+    features = {
+        layer: 5.0 + torch.randn(n, 8, generator=generator) @ basis + torch.randn(n, size, generator=generator)
+        + 3.0 * latent[:, None] * direction
+        for layer in (0, 1)
+    }
+    return features, labels
+
+
+def test_the_default_recipe_ranks_real_like_states_better_than_the_paper_recipe():
+    features, labels = _real_like(600, seed=0)
+    test_features, test_labels = _real_like(2000, seed=100)
+    default = train_probers(features, labels, ProbeParams(), device="cpu")
+    paper = train_probers(features, labels, ProbeParams(recipe="paper", hidden=[256], lr=1e-3), device="cpu")
+    aurocs = [roc_auc_score(test_labels.numpy(), p.score_batch(test_features).numpy()) for p in (default, paper)]
+    assert aurocs[0] > 0.8
+    assert aurocs[0] - aurocs[1] > 0.08
+
+
 def test_rare_positives_still_give_a_sane_acceptance_rate_at_the_dev_cut(make_states, fast_params):
     """5% correct: a prober trained on every row with class weights ranks well, and the cut
     chosen on dev accepts a small share on new rows, not the ~30-90% a 50/50 prober accepts at 0.5."""
@@ -166,3 +192,10 @@ def test_mismatched_rows_are_rejected(make_states):
     features, labels = make_states(20, seed=6)
     with pytest.raises(ValueError, match=r"\[19, hidden_size\]"):
         train_probers(features, labels[:19], ProbeParams(), device="cpu")
+
+
+def test_diverging_training_is_a_clear_error_naming_the_parameter(make_states):
+    features, labels = make_states(60, seed=7)
+    features[3][0, 0] = float("nan")  # the held-out loss can only be NaN once a NaN reaches the weights
+    with pytest.raises(ValueError, match="diverged.*lower probe.lr, or check data/states"):
+        train_probers(features, labels, ProbeParams(hidden=[8], max_epochs=3), device="cpu")
