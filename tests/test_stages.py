@@ -1,6 +1,7 @@
 """What the stages record beside their traces (the stages themselves run in tests/e2e)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -8,12 +9,14 @@ import pytest
 from skillrag import runtime, stages
 from skillrag.config import load_params
 from skillrag.files import DataError
+from skillrag.lm.base import Generation
 from skillrag.paths import Paths
 from skillrag.quality import GateFailed
 from skillrag.retrieval.manifest import write_index_manifest
 from skillrag.stages import run_settings
+from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
-from tests.fakes import CORPUS, OverlapRetriever
+from tests.fakes import CORPUS, OverlapRetriever, hidden_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -165,3 +168,50 @@ def test_train_router_needs_no_prober_and_leaves_a_note_when_too_few_examples(tm
     assert settings["method"] == "skill_exploration" and settings["params"]["lm.layers"] == [3, 4]
     assert not any(key.startswith(("probe", "methods")) for key in settings["params"])
     assert json.loads(paths.router_metrics.read_text()) == report
+
+
+_SKILL_QUERIES = {"rewrite": " Apollo 1969 landed", "decompose": " FedEx delivery\n- FedEx founded", "focus": " Forrest Gump 1994"}
+_SKILL_EVIDENCE = ("Apollo 11", "FedEx", "Forrest Gump")  # what each skill's query retrieves
+
+
+class _SkillLM(PausingLM):
+    """Train question n is answered right at once (n % 5 == 0), only over the evidence of one
+    skill's query (rewrite, decompose, focus for n % 5 == 1, 2, 3), or never (n % 5 == 4)."""
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None):
+        out = []
+        for prompt in prompts:
+            n = int(re.search(r"landmark (\d+)", prompt.rsplit("Question: ", 1)[-1]).group(1))
+            skill = prompt.rsplit("Next step: ", 1)[-1].split("\n")[0] if prompt.endswith(("Query:", "-")) else None
+            if skill is not None:
+                text = _SKILL_QUERIES[skill]
+            else:
+                plan = n % 5
+                case = prompt.rsplit("\n\n", 1)[-1]  # the passages and question, not the few-shot examples
+                right = plan == 0 or (plan in (1, 2, 3) and _SKILL_EVIDENCE[plan - 1] in case)
+                text = " Looked it up.\nAnswer: " + ("Paris" if right else "Rome")
+            hidden = {layer: hidden_state(f"{n % 5}:{text}", layer, self.hidden_size) for layer in capture or ()}
+            k = len(text.split())
+            out.append(Generation(text, list(range(k)), [-0.1] * k, [0.3] * k, len(prompt.split()), hidden or None, "stop"))
+        return out
+
+
+def test_train_router_fits_on_gold_labels_with_enough_examples_of_every_skill(tmp_path, monkeypatch):
+    from skillrag.skills import load_learned_router
+
+    workspace = make_workspace(tmp_path / "ws")
+    rows = [
+        {"id": f"nq-train-{i:02d}", "dataset": "nq", "question": f"Where is landmark {i} of the train set?", "answers": ["Paris"], "split": "train"}
+        for i in range(100, 125)  # numbers no corpus passage contains
+    ]
+    write_rows(workspace / "data" / "questions" / "train" / "nq.jsonl", rows)
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_lm", lambda params: _SkillLM())
+    params = load_params(workspace / "params.yaml", overrides=["train_router.train_questions=25"])
+    paths = Paths(workspace)
+    report = stages.train_router(params, paths)
+    assert report["trained"] is True and report["examples"] == 20
+    assert report["by_skill"] == dict.fromkeys(["evidence_focusing", "exit", "query_rewriting", "question_decomposition"], 5)
+    assert report["cv_folds"] == 5 and report["cv_accuracy"] is not None
+    router = load_learned_router(paths.router, expected_hidden_size=_SkillLM.hidden_size)
+    assert router.layers == (3, 4) and set(router.classes) == {"evidence_focusing", "exit", "query_rewriting", "question_decomposition"}
