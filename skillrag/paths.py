@@ -92,5 +92,9 @@ class Paths:
         return self.reports / "probe_metrics.json"
 
     @property
+    def probe_detail(self) -> Path:
+        return self.reports / "probe_detail.json"
+
+    @property
     def router_metrics(self) -> Path:
         return self.reports / "router_metrics.json"

@@ -108,7 +108,7 @@ def train_probe(params: Params, paths: Paths) -> dict[str, Any]:
 
     fitted = fit_probe(paths.states, params.probe)
     gate_probe(fitted.report, params.probe, paths.reports / "probe_validation.json")
-    fitted.publish(paths.probe, paths.probe_metrics, paths.figures / "probe_reliability.png")
+    fitted.publish(paths.probe, paths.probe_metrics, paths.probe_detail, paths.figures / "probe_reliability.png")
     return fitted.report
 
 

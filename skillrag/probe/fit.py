@@ -2,8 +2,8 @@
 
 `fit_probe` trains, chooses the acceptance cut on dev and builds the dev report, all in memory;
 the stage runs the probe gate on that report and only then `publish`es the prober
-(`data/probe/`), its dev metrics (`reports/probe_metrics.json`, a DVC metrics file) and a
-reliability plot (`reports/figures/probe_reliability.png`), so a prober that fails its gate
+(`data/probe/`), its dev metrics (headline numbers in `reports/probe_metrics.json`, a DVC
+metrics file; everything, per layer, in `reports/probe_detail.json`) and a reliability plot (`reports/figures/probe_reliability.png`), so a prober that fails its gate
 never replaces the one before it.
 """
 
@@ -33,11 +33,25 @@ class FittedProbe:
     dev_scores: np.ndarray
     dev_labels: np.ndarray
 
-    def publish(self, probe_dir: Path, metrics_file: Path, plot_file: Path) -> None:
-        """Write the plot, the metrics, then the prober (what later stages read), each atomically."""
+    def publish(self, probe_dir: Path, metrics_file: Path, detail_file: Path, plot_file: Path) -> None:
+        """Write the plot, the full report, the headline metrics, then the prober (what later
+        stages read), each atomically."""
         reliability_plot(self.dev_scores, self.dev_labels, plot_file)
-        write_json(metrics_file, self.report)
+        write_json(detail_file, self.report)
+        write_json(metrics_file, headline(self.report))
         self.prober.save(probe_dir, {})
+
+
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """The numbers `dvc metrics show/diff` compares: the ensemble on dev and the entropy baseline
+    (per-layer figures and notes stay in the detail report)."""
+    return {
+        "n": report["n"],
+        "n_pos": report["n_pos"],
+        "ensemble": report["ensemble"],
+        "entropy_auroc": report["entropy_baseline"]["auroc"],
+        "auto_cut": report["cut"]["auto"],
+    }
 
 
 def fit_probe(states_dir: Path, params: ProbeParams) -> FittedProbe:

@@ -53,7 +53,10 @@ def test_the_stage_publishes_the_prober_with_its_dev_cut_and_the_report(tmp_path
     assert record["model"] == "tiny-llama" and record["recipe"] == "weighted"
     assert record["auto_cut"] == report["cut"]["auto"] and record["paper_cut"] == 0.5
     assert "balanced accuracy" in record["cut_rule"]
-    assert json.loads(paths.probe_metrics.read_text()) == report
+    assert json.loads(paths.probe_detail.read_text()) == report
+    headline = json.loads(paths.probe_metrics.read_text())  # what `dvc metrics show` prints: narrow
+    assert headline["ensemble"] == report["ensemble"] and headline["auto_cut"] == report["cut"]["auto"]
+    assert "per_layer" not in headline
     assert report["train"] == {"n": 300, "n_pos": record["n_pos"], "n_fit": record["n_fit"], "n_holdout": 300 - record["n_fit"]}
     assert report["ensemble"]["auroc"] > 0.9 > report["entropy_baseline"]["auroc"]
     for cut in ("auto", "paper"):
