@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from skillrag.env import apply_offline_defaults
 
@@ -352,5 +353,6 @@ def run() -> None:
             raise _stopped(interrupts.received() or 0) from None
         if not isinstance(err, _user_errors()):
             raise
-        console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)  # one line, even in a log
+        # one line even in a log; escaped, so text in brackets (a --set list) is not taken for markup
+        console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
