@@ -57,10 +57,13 @@ def _questions() -> list[Question]:
 RETRIEVER = OverlapRetriever([Passage("p1", "France", "Paris is the capital of France."), Passage("p2", "Rome", "Rome is in Italy.")])
 
 
-def _extract(lm, out, questions=None):
+INPUTS = {"model": "rule-lm", "retrieval": {"backend": "bm25s", "k1": 0.9, "b": 0.4, "index": "digest-1"}}
+
+
+def _extract(lm, out, questions=None, inputs=INPUTS):
     return extract_states(
         lm, RETRIEVER, questions or _questions(), out,
-        inputs={"model": "rule-lm"}, strategies=["no_retrieval", "single_step"], layers=LAYERS, k=2, max_new_tokens=8,
+        inputs=inputs, strategies=["no_retrieval", "single_step"], layers=LAYERS, k=2, max_new_tokens=8,
         batch_size=3, checkpoint_rows=4, checkpoint_seconds=3600,
     )
 
@@ -104,6 +107,18 @@ def test_changed_inputs_discard_the_partial_run(tmp_path):
     fresh = RuleLM()
     _extract(fresh, out, _questions()[:-1])
     assert len(fresh.prompts) == 12
+
+
+@pytest.mark.parametrize(
+    "change", [{"backend": "lucene"}, {"k1": 1.2}, {"b": 0.75}, {"index": "digest-2"}], ids=lambda c: next(iter(c))
+)
+def test_another_retrieval_setup_discards_the_partial_run(tmp_path, change):
+    out = tmp_path / "states"
+    with pytest.raises(KeyboardInterrupt):
+        _extract(RuleLM(fail_after=3), out)
+    fresh = RuleLM()
+    _extract(fresh, out, inputs={**INPUTS, "retrieval": {**INPUTS["retrieval"], **change}})
+    assert len(fresh.prompts) == 14  # nothing was resumed from rows retrieved another way
 
 
 def test_gate_rejects_non_finite_states(tmp_path):
