@@ -54,15 +54,21 @@ def numbered_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, row
 
 
+def _fsync_one(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync(path: str | Path) -> None:
-    """Flush `path` (a file, or a directory and every file under it) to disk."""
+    """Flush a new artifact to disk before it is published: a file, or a directory with every
+    file and folder under it (only what the stage just wrote, never a shared parent)."""
     path = Path(path)
-    for file in [path] if path.is_file() else sorted(path.rglob("*")) + [path]:
-        fd = os.open(file, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    for item in [path] if path.is_file() else [*sorted(path.rglob("*")), path]:
+        if item.is_file() or item.is_dir():  # not sockets, pipes or dangling links
+            _fsync_one(item)
 
 
 @contextmanager
@@ -104,11 +110,11 @@ def publish(source: str | Path, target: str | Path) -> None:
     if target.is_dir() and not target.is_symlink():
         os.replace(target, aside)
         os.replace(source, target)
-        fsync(target.parent)
+        _fsync_one(target.parent)  # the renames themselves
         shutil.rmtree(aside)
     else:
         os.replace(source, target)
-        fsync(target.parent)
+        _fsync_one(target.parent)
 
 
 def replace_text(path: str | Path, text: str) -> None:

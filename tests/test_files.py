@@ -104,3 +104,17 @@ def test_a_second_holder_of_a_lock_is_refused_naming_the_first(tmp_path):
     with exclusive(lock, "`skillrag evaluate`"):  # released: the next run takes it
         pass
     assert not (tmp_path / "locks" / "evaluate.lock.owner").exists()
+
+
+def test_publishing_beside_a_socket_flushes_only_the_new_file(tmp_path):
+    """The parent folder is flushed as a directory entry, not walked: a socket or another
+    stage's files beside the target are none of the writer's business."""
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "daemon.sock"))
+    try:
+        write_json(tmp_path / "metrics.json", {"em": 1.0})
+    finally:
+        server.close()
+    assert json.loads((tmp_path / "metrics.json").read_text()) == {"em": 1.0}
