@@ -1,2 +1,2 @@
-"""Prefect flows: one per stage, `pipeline` (all stages with the quality gates between) and a
-scheduled re-evaluation. Each task is a library function; flows only wire them."""
+"""Prefect flows: one per stage and `pipeline` (all stages with the quality gates between).
+Each task is a library function; flows only wire them."""

@@ -1,7 +1,7 @@
-"""One Prefect flow per pipeline stage: the stage's library function, then its quality gate.
+"""One Prefect flow per pipeline stage, named as the CLI names the stage (`train-probe`): the
+stage's library function, then its quality gate, then the stage's one-line summary.
 
-Run one with `python -m flows.stages <stage> [--profile tiny]`, or deploy them to workers
-(see README: GPU stages on a GPU work pool, the rest on CPU).
+Run one with `python -m flows.stages <stage> [--profile tiny]`.
 """
 
 from __future__ import annotations
@@ -13,31 +13,20 @@ from typing import Any
 
 from prefect import Flow, flow
 
-from flows.common import StageFn, load, run_stage
-from skillrag import stages
-
-# DVC order; each entry: (stage, gate).
-STAGES: dict[str, tuple[StageFn, StageFn | None]] = {
-    "prepare": (stages.prepare, stages.gate_prepare),
-    "index": (stages.index, stages.gate_index),
-    "extract": (stages.extract, stages.gate_extract),
-    "train_probe": (stages.train_probe, None),  # its gate runs inside, before it publishes
-    "train_router": (stages.train_router, None),
-    "evaluate": (stages.evaluate, stages.gate_evaluate),
-}
+from flows.common import load, run_stage
+from skillrag import interrupts
+from skillrag.stages import STAGES, Stage
 
 
-def stage_flow(name: str) -> Flow:
-    stage, gate = STAGES[name]
-
-    @flow(name=name.replace("_", "-"))
+def stage_flow(stage: Stage) -> Flow:
+    @flow(name=stage.name)
     def run(params_file: str = "params.yaml", profile: str | None = None, overrides: Sequence[str] = ()) -> Any:
-        return run_stage(stage, gate, *load(params_file, profile, overrides))
+        return run_stage(stage, *load(params_file, profile, overrides))
 
     return run
 
 
-FLOWS: dict[str, Flow] = {name: stage_flow(name) for name in STAGES}
+FLOWS: dict[str, Flow] = {name: stage_flow(stage) for name, stage in STAGES.items()}
 
 
 def main() -> None:
@@ -47,6 +36,7 @@ def main() -> None:
     parser.add_argument("--profile", default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="section.key=value")
     args = parser.parse_args()
+    interrupts.install()  # Ctrl-C drops the question in flight, as in the CLI
     FLOWS[args.stage](params_file=str(args.params), profile=args.profile, overrides=args.overrides)
 
 

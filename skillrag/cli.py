@@ -19,7 +19,7 @@ from skillrag.env import apply_offline_defaults
 
 apply_offline_defaults()
 
-from skillrag import interrupts, runtime, stages  # noqa: E402
+from skillrag import interrupts, stages  # noqa: E402
 from skillrag.config import ConfigError, Params, load_params  # noqa: E402
 from skillrag.files import DataError, WorkspaceBusy  # noqa: E402
 from skillrag.paths import Paths  # noqa: E402
@@ -68,42 +68,43 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=1)
 
 
+def _run_stage(name: str) -> tuple[Any, Paths]:
+    """Run stage `name` (and its gate) as `dvc repro` and the Prefect flows do."""
+    paths = state.paths()
+    return stages.STAGES[name](state.params(), paths), paths
+
+
+def _done(name: str, result: Any, paths: Paths) -> None:
+    """The stage's closing line, the same one its Prefect flow logs."""
+    console.print(stages.STAGES[name].summary(result, paths), style="green", highlight=False)
+
+
 @app.command()
 def prepare() -> None:
     """Sample the train/dev prober pools and the per-dataset evaluation sets into data/questions/."""
-    params, paths = state.params(), state.paths()
-    counts = stages.prepare(params, paths)
+    counts, paths = _run_stage("prepare")
     for split, by_dataset in counts.items():
         console.print(f"{split:>5}: " + ", ".join(f"{d} {n}" for d, n in by_dataset.items()))
-    stages.gate_prepare(params, paths)
-    console.print(f"[green]questions written to {paths.questions} and passed the gate[/]")
+    _done("prepare", counts, paths)
 
 
 @app.command()
 def index() -> None:
     """Write the corpus as a pyserini JsonCollection (data/corpus/) and build the Lucene and bm25s
     BM25 indexes (data/index/), then run the index quality gate."""
-    params, paths = state.params(), state.paths()
-    result = stages.index(params, paths)
-    console.print(
-        f"indexed {result.passages} passages in {result.seconds:.1f} s "
-        f"(Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s)"
-    )
-    stages.gate_index(params, paths)
-    console.print(f"[green]index written to {paths.index} and passed the gate[/]")
+    result, paths = _run_stage("index")
+    console.print(f"Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s")
+    _done("index", result, paths)
 
 
 @app.command()
 def extract() -> None:
     """Answer the train/dev questions closed-book and with BM25 top-k, capturing the prober's
     hidden states in the same generation (data/states/). Resumes an interrupted run."""
-    params, paths = state.params(), state.paths()
-    summary = stages.extract(params, paths)
-    console.print(f"{summary['rows']} rows in {summary['shards']} shards")
+    summary, paths = _run_stage("extract")
     for key, n in summary["by_split_strategy_label"].items():
         console.print(f"  {key}: {n}")
-    stages.gate_extract(params, paths)
-    console.print(f"[green]states written to {paths.states} and passed the gate[/]")
+    _done("extract", summary, paths)
 
 
 @app.command("train-probe")
@@ -111,8 +112,7 @@ def train_probe() -> None:
     """Train one prober per layer on the train states (probe.recipe), choose the acceptance cut
     on dev, report dev AUROC/ECE/acceptance per layer, for the ensemble and for the entropy
     baseline (reports/probe_metrics.json); the prober is written only if the probe gate passes."""
-    params, paths = state.params(), state.paths()
-    report = stages.train_probe(params, paths)
+    report, paths = _run_stage("train-probe")
     ensemble, auto, paper = report["ensemble"], report["ensemble"]["at_auto_cut"], report["ensemble"]["at_paper_cut"]
     for note in report["notes"]:
         console.print(f"[yellow]note:[/] {note}")
@@ -126,7 +126,7 @@ def train_probe() -> None:
         f"dev acceptance: {auto['acceptance_rate']:.0%} at the auto cut {report['cut']['auto']:.3f}, "
         f"{paper['acceptance_rate']:.0%} at the paper cut 0.5 ({report['n_pos']} of {report['n']} dev answers correct)"
     )
-    console.print(f"[green]passed the gate; prober written to {paths.probe}; metrics in {paths.probe_metrics}[/]")
+    _done("train-probe", report, paths)
 
 
 @app.command("train-router")
@@ -135,20 +135,16 @@ def train_router() -> None:
     single-step answer every query skill is tried, and the state is labelled by gold with the
     first skill that answered right, else exit (data/router/); its cross-validated accuracy
     goes to reports/router_metrics.json. Too few examples per skill: a note, no router."""
-    params, paths = state.params(), state.paths()
-    summary = stages.train_router(params, paths)
+    summary, paths = _run_stage("train-router")
     console.print(
         f"{summary['examples']} training examples from {summary['questions']} questions: {summary['by_skill']}"
     )
-    if not summary["trained"]:
-        console.print(f"[yellow]no learned router trained: {summary['reason']}[/]")
-        return
-    if summary["cv_accuracy"] is not None:
+    if summary["trained"] and summary["cv_accuracy"] is not None:
         console.print(
             f"{summary['cv_folds']}-fold accuracy {summary['cv_accuracy']:.3f} "
             f"(always the most frequent skill: {summary['majority_accuracy']:.3f})"
         )
-    console.print(f"[green]learned router written to {paths.router}[/]")
+    _done("train-router", summary, paths)
 
 
 @app.command()
@@ -156,8 +152,7 @@ def evaluate() -> None:
     """Run every method (evaluate.methods) on every evaluation set: one trace per question in
     data/runs/<method>/<dataset>.jsonl (resumable), headline metrics in reports/metrics.json,
     everything (95% intervals, flexible scores, costs) in reports/metrics_detail.json."""
-    params, paths = state.params(), state.paths()
-    metrics = stages.evaluate(params, paths)
+    metrics, paths = _run_stage("evaluate")
     from rich.table import Table
 
     columns = ("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
@@ -170,8 +165,7 @@ def evaluate() -> None:
                 f"{m['latency_s']:.1f}",
             )
     Console().print(table)
-    stages.gate_evaluate(params, paths)
-    console.print(f"[green]traces in {paths.runs}, metrics in {paths.metrics} and {paths.metrics_detail}[/]")
+    _done("evaluate", metrics, paths)
 
 
 def _show_round(round_: Any) -> None:
@@ -199,7 +193,7 @@ def ask(
     import json
 
     from skillrag.data.schema import Question
-    from skillrag.methods import METHODS, build_method
+    from skillrag.methods import METHODS, build_method, open_components
 
     params, paths = state.params(), state.paths()
     if method not in METHODS:
@@ -211,7 +205,7 @@ def ask(
     if len(text) > limit:
         _fail(f"the question has {len(text):,} characters, over prepare.max_question_chars={limit:,}")
     with console.status("loading model, index and prober ..."):
-        parts = runtime.open_components(params, paths, METHODS[method].needs_prober)
+        parts = open_components(params, paths, METHODS[method].needs_prober)
     trace = build_method(method, parts).answer(
         Question(id="ask", dataset="ask", question=text, answers=[]), on_round=None if json_output else _show_round
     )

@@ -1,5 +1,5 @@
-"""Open the heavy components once, from params: the LM, the retriever, the prober, and the
-components a method runs on. `skillrag ask`, the evaluate stage and the flows share these."""
+"""Open the heavy components once, from params: the LM, the retriever and the prober
+(`skillrag.methods.open_components` puts them together for a method)."""
 
 from __future__ import annotations
 
@@ -33,18 +33,3 @@ def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
     prober = Prober.load(paths.probe, expected_model=lm.name, expected_hidden_size=lm.hidden_size)
     prober.use_threshold(params.probe.threshold)
     return prober
-
-
-def open_components(params: Params, paths: Paths, needs_prober: bool, lm: Any = None) -> Any:
-    """Everything a method needs; the prober only when `needs_prober` (the baselines run without)."""
-    from skillrag.methods import Components
-
-    retriever = open_retriever(params, paths)
-    lm = lm if lm is not None else open_lm(params)
-    prober = open_prober(params, paths, lm) if needs_prober else None
-    router = None
-    if needs_prober and params.methods.router == "learned":
-        from skillrag.skills.learned_router import load_learned_router
-
-        router = load_learned_router(paths.router, expected_hidden_size=lm.hidden_size)
-    return Components.from_params(params, lm, retriever, prober, router)

@@ -138,14 +138,16 @@ def test_a_programming_error_stops_evaluate(evaluate_in):
         evaluate_in(_Failing(TypeError("a bug"), at={2}))
 
 
-def test_the_runs_gate_fails_above_the_error_rate_cap_naming_the_most_common_error(evaluate_in):
-    params, paths, _ = evaluate_in(_Failing(RuntimeError("CUDA out of memory"), at={2, 3}))
+def test_the_runs_gate_fails_above_the_error_rate_cap_before_any_metric_is_published(evaluate_in, tmp_path):
     with pytest.raises(GateFailed, match=r"2 of 4 traces are errors .*most common: RuntimeError x2, e\.g\. 'RuntimeError: CUDA out of memory'"):
-        stages.gate_evaluate(params, paths)
-    assert stages.gate_evaluate(load_params(paths.root / "params.yaml", overrides=["evaluate.max_error_rate=0.5"]), paths)
+        evaluate_in(_Failing(RuntimeError("CUDA out of memory"), at={2, 3}))
+    paths = Paths(tmp_path / "ws")
+    assert not paths.metrics.exists() and not paths.metrics_detail.exists()
+    relaxed = load_params(paths.root / "params.yaml", overrides=["evaluate.max_error_rate=0.5"])
+    assert stages.gate_evaluate(relaxed, paths)["success"]
 
-    evaluate_in(PausingLM())  # the rerun retries the two error traces
-    assert stages.gate_evaluate(params, paths)["success"]
+    params, paths, _ = evaluate_in(PausingLM())  # the rerun retries the two error traces
+    assert stages.gate_evaluate(params, paths)["success"] and paths.metrics.exists()
 
 
 def test_train_router_needs_no_prober_and_leaves_a_note_when_too_few_examples(tmp_path, monkeypatch):

@@ -7,10 +7,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from skillrag.config import PrepareParams
-from skillrag.data.sampling import SPLITS, make_splits
-from skillrag.data.schema import Question
+from skillrag.data.sampling import make_splits
 from skillrag.data.sources import load_dataset_questions
-from skillrag.files import atomic_path, numbered_jsonl, write_jsonl
+from skillrag.files import atomic_path, write_jsonl
 
 TOO_LONG = "too long"
 
@@ -35,21 +34,3 @@ def prepare_questions(params: PrepareParams, out_dir: Path) -> dict[str, dict[st
                 write_jsonl(tmp / split / f"{dataset}.jsonl", (q.to_dict() for q in chosen))
     counts = {split: {d: len(qs) for d, qs in by_dataset.items()} for split, by_dataset in splits.items()}
     return {**counts, TOO_LONG: {d: len(loaded[d]) - len(questions[d]) for d in needed}}
-
-
-def load_split(questions_dir: Path, split: str, max_question_chars: int | None = None) -> dict[str, list[Question]]:
-    """dataset -> questions of one written split (what later stages read). Stages that answer the
-    questions pass `max_question_chars` (prepare.max_question_chars): a longer question, e.g. in
-    a hand-edited file, is a DataError naming file:line, not an out-of-memory failure later."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r} (one of {', '.join(SPLITS)})")
-    folder = Path(questions_dir) / split
-    if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} does not exist: run `skillrag prepare` (or `dvc repro prepare`) first")
-    return {
-        path.stem: [
-            Question.from_dict(row, where=f"{path}:{number}", max_chars=max_question_chars)
-            for number, row in numbered_jsonl(path)
-        ]
-        for path in sorted(folder.glob("*.jsonl"))
-    }

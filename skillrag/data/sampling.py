@@ -20,9 +20,8 @@ from dataclasses import replace
 from skillrag.config import PrepareParams
 from skillrag.data.origin import origin_side
 from skillrag.data.schema import Question
+from skillrag.data.splits import SPLITS
 from skillrag.text import normalize
-
-SPLITS = ("train", "dev", "eval")
 
 
 def evidence_rank(question: Question) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -67,6 +68,30 @@ def load_lm(spec: str, device: str = "auto", dtype: str = "auto") -> HFCausalLM:
             f"cause: {err}"
         ) from err
     return HFCausalLM(model.to(torch_device), tokenizer, name=spec)
+
+
+def model_identity(spec: str, device: str = "auto", dtype: str = "auto") -> dict[str, Any]:
+    """The model's name, the dtype it runs in, and a digest of its files' names and sizes (a
+    re-converted or re-downloaded model with other weights differs; hashing gigabytes does not pay)."""
+    from skillrag.files import listing_digest
+
+    if spec in BUNDLED:
+        folder: Path | None = bundled_dir(spec)
+    elif Path(spec).expanduser().is_dir():
+        folder = Path(spec).expanduser()
+    else:  # a hub id: its snapshot in the local cache, if any
+        from huggingface_hub import snapshot_download
+
+        try:
+            folder = Path(snapshot_download(spec, local_files_only=True))
+        except Exception:  # noqa: BLE001 - not cached: the name and dtype are all we know
+            folder = None
+    resolved = resolve_dtype(dtype, resolve_device(device))
+    return {
+        "name": spec,
+        "dtype": str(resolved).removeprefix("torch."),
+        "files": listing_digest(folder) if folder is not None else None,
+    }
 
 
 def _looks_like_path(spec: str) -> bool:

@@ -21,6 +21,7 @@ from skillrag.config import MethodsParams, Params
 from skillrag.data.schema import Passage, Question
 from skillrag.lm.base import LM, Choice, Generation, Option, Pick, state_vector
 from skillrag.methods.trace import Cost, Round, Termination, Trace
+from skillrag.paths import Paths
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 from skillrag.retrieval.base import Hit, Retriever
 from skillrag.skills.base import FailureState, Router, Routing
@@ -77,6 +78,22 @@ class Components:
             tuple(state_layers),
         )
 
+
+
+def open_components(params: Params, paths: Paths, needs_prober: bool, lm: LM | None = None) -> Components:
+    """Everything a method needs, opened from params; the prober only when `needs_prober` (the
+    baselines run without), the learned router when `methods.router` is "learned"."""
+    from skillrag import runtime
+
+    retriever = runtime.open_retriever(params, paths)
+    lm = lm if lm is not None else runtime.open_lm(params)
+    prober = runtime.open_prober(params, paths, lm) if needs_prober else None
+    router = None
+    if needs_prober and params.methods.router == "learned":
+        from skillrag.skills.learned_router import load_learned_router
+
+        router = load_learned_router(paths.router, expected_hidden_size=lm.hidden_size)
+    return Components.from_params(params, lm, retriever, prober, router)
 
 class Meter:
     """Costs accumulated since the last `take`."""

@@ -6,8 +6,9 @@ import pytest
 
 from skillrag.config import PrepareParams
 from skillrag.data.corpus import read_corpus
-from skillrag.data.prepare import TOO_LONG, load_split, prepare_questions
+from skillrag.data.prepare import TOO_LONG, prepare_questions
 from skillrag.data.sources import load_local
+from skillrag.data.splits import load_split
 from skillrag.files import DataError, read_jsonl, write_jsonl
 from tests.conftest import make_bundle, write_rows
 

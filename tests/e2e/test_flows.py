@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 def test_pipeline_flow_matches_dvc_outputs(dvc_project, tmp_path):
     project = make_project(tmp_path / "flows")
     with prefect_test_harness():
-        pipeline_flow(params_file=str(project / "params.yaml"), until="train_probe")
+        pipeline_flow(params_file=str(project / "params.yaml"), until="train-probe")
     for relative in [
         "data/questions/train/nq.jsonl",
         "data/questions/eval/2wiki.jsonl",

@@ -12,7 +12,7 @@ from skillrag.lm.base import Generation
 from skillrag.probe.extract import extract_states, resolve_layers
 from skillrag.probe.states import load_features, read_meta, read_rows
 from skillrag.quality import GateFailed
-from skillrag.quality.suites import gate_states
+from skillrag.quality.states import gate_states
 from tests.fakes import OverlapRetriever, hidden_state
 
 LAYERS = [2, 3]

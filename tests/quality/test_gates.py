@@ -8,7 +8,7 @@ from skillrag.config import PrepareParams
 from skillrag.data.prepare import prepare_questions
 from skillrag.files import read_jsonl, write_jsonl
 from skillrag.quality import GateFailed
-from skillrag.quality.suites import gate_questions
+from skillrag.quality.questions import gate_questions
 from tests.conftest import make_bundle
 
 DATASETS = {"hotpotqa": 12, "nq": 12, "triviaqa": 12, "musique": 4, "2wiki": 4}
@@ -84,7 +84,7 @@ def _probe_report(ensemble_auroc, layer_aurocs, entropy_auroc=0.55):
 
 def test_probe_gate_thresholds_and_record_only_mode(tmp_path):
     from skillrag.config import ProbeParams
-    from skillrag.quality.suites import gate_probe
+    from skillrag.quality.probe import gate_probe
 
     result = tmp_path / "probe_validation.json"
     params, record_only = ProbeParams(min_dev_auroc=0.5), ProbeParams(min_dev_auroc=0.0)
@@ -98,7 +98,7 @@ def test_probe_gate_thresholds_and_record_only_mode(tmp_path):
 
 def test_probe_gate_fails_below_the_entropy_baseline_unless_allowed(tmp_path):
     from skillrag.config import ProbeParams
-    from skillrag.quality.suites import gate_probe
+    from skillrag.quality.probe import gate_probe
 
     result = tmp_path / "probe_validation.json"
     below = _probe_report(0.57, [0.6, 0.55, 0.58], entropy_auroc=0.76)

@@ -1,0 +1,75 @@
+"""The index gate (after `index`): corpus ids unique and texts non-empty, every backend holds
+every passage, smoke queries find their passage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import great_expectations.expectations as gxe
+import pandas as pd
+
+from skillrag.config import IndexParams
+from skillrag.files import read_jsonl
+from skillrag.quality.gate import Check, run_gate
+
+
+def index_checks(passage_ids: Sequence[str], texts: Sequence[str], counts: Mapping[str, int], smoke_hits: Sequence[bool]) -> dict[str, Check]:
+    """Corpus ids unique and texts non-empty; every backend holds as many docs as the corpus;
+    smoke queries (passage titles) find a passage of that title in the top 10."""
+    passages = pd.DataFrame({"id": list(passage_ids), "text": list(texts)})
+    index = pd.DataFrame(
+        [{"backend": name, "count": count, "expected": len(passage_ids)} for name, count in counts.items()],
+        columns=["backend", "count", "expected"],
+    )
+    checks = {
+        "passages": Check(
+            passages,
+            [
+                gxe.ExpectTableRowCountToBeBetween(min_value=1),
+                gxe.ExpectColumnValuesToBeUnique(column="id"),
+                gxe.ExpectColumnValueLengthsToBeBetween(column="text", min_value=1),
+            ],
+        ),
+        "index": Check(index, [gxe.ExpectColumnPairValuesToBeEqual(column_A="count", column_B="expected")]),
+    }
+    if smoke_hits:
+        checks["smoke"] = Check(
+            pd.DataFrame({"hit": list(smoke_hits)}),
+            [gxe.ExpectColumnValuesToBeInSet(column="hit", value_set=[True], mostly=0.8)],
+        )
+    return checks
+
+
+def _read_collection(corpus_dir: Path) -> pd.DataFrame:
+    rows = []
+    for path in sorted(corpus_dir.glob("*.jsonl")):
+        for row in read_jsonl(path):
+            title, _, text = str(row.get("contents", "")).partition("\n")
+            rows.append({"id": str(row.get("id", "")), "title": title, "text": text.strip()})
+    return pd.DataFrame(rows, columns=["id", "title", "text"])
+
+
+def gate_index(corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float, b: float) -> dict[str, Any]:
+    """The gate after `index`: the written collection, both indexes' doc counts, and smoke queries
+    (the titles of `smoke_queries` evenly spaced passages, each expected to retrieve a passage of
+    that title in the Lucene top 10). Both backends' files are first checked against the index
+    manifest (IndexCorruptError naming the file otherwise)."""
+    from skillrag.retrieval import LuceneRetriever
+    from skillrag.retrieval.bm25s_backend import count_bm25s_docs
+    from skillrag.retrieval.lucene_backend import count_lucene_docs
+    from skillrag.retrieval.manifest import BACKEND_DIRS, verify_index
+
+    for backend in BACKEND_DIRS:
+        verify_index(index_dir, backend)
+    collection = _read_collection(corpus_dir)
+    counts = {"lucene": count_lucene_docs(index_dir / "lucene"), "bm25s": count_bm25s_docs(index_dir / "bm25s")}
+    hits = []
+    if params.smoke_queries and len(collection):
+        retriever = LuceneRetriever(index_dir, k1=k1, b=b)
+        step = max(1, len(collection) // params.smoke_queries)
+        for title in collection["title"].iloc[::step].head(params.smoke_queries):
+            hits.append(any(hit.passage.title == title for hit in retriever.search(title, 10)))
+    checks = index_checks(collection["id"].tolist(), collection["text"].tolist(), counts, hits)
+    return run_gate("index", checks, index_dir / "validation.json")

@@ -1,0 +1,79 @@
+"""The runs gate (in `evaluate`, before the metrics are published): one trace per question and
+method, known terminations, explained errors, an error-rate cap."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import great_expectations.expectations as gxe
+import pandas as pd
+
+from skillrag.files import read_jsonl
+from skillrag.quality.gate import Check, run_gate
+
+
+def error_share(traces: Sequence[Mapping[str, Any]], max_rate: float) -> str:
+    """"ok" when at most `max_rate` of `traces` are error traces, else a line naming the share and
+    the most common error (by exception type, with an example message) and its count."""
+    errors = [str(t.get("error") or "") for t in traces if t["termination"] == "error"]
+    if not traces or len(errors) <= max_rate * len(traces):
+        return "ok"
+    kind, count = Counter(e.partition(":")[0] for e in errors).most_common(1)[0]
+    example = next(e for e in errors if e.partition(":")[0] == kind)
+    return (
+        f"{len(errors)} of {len(traces)} traces are errors (cap evaluate.max_error_rate={max_rate}); "
+        f"most common: {kind} x{count}, e.g. {example[:160]!r}"
+    )
+
+
+def gate_runs(
+    paths: Any, methods: Sequence[str], datasets: Sequence[str], limit: int | None, max_error_rate: float
+) -> dict[str, Any]:
+    """The gate after `evaluate`: every evaluation question has exactly one trace per method,
+    each with a known termination, an error trace carries its message, and no run (method,
+    dataset) holds more than `max_error_rate` error traces (a rerun retries them)."""
+    from skillrag.data.splits import load_split
+    from skillrag.methods.trace import TERMINATIONS
+
+    expected = {dataset: [q.id for q in qs[:limit]] for dataset, qs in load_split(paths.questions, "eval").items()}
+    rows, counts = [], []
+    for method in methods:
+        for dataset in datasets:
+            traces = list(read_jsonl(paths.run_file(method, dataset))) if paths.run_file(method, dataset).exists() else []
+            ids = [t["question_id"] for t in traces]
+            counts.append(
+                {
+                    "run": f"{method}/{dataset}",
+                    "traced": len(set(ids) & set(expected[dataset])),
+                    "expected": len(expected[dataset]),
+                    "errors": f"{method}/{dataset}: {error_share(traces, max_error_rate)}",
+                }
+            )
+            rows += [
+                {
+                    "key": f"{method}/{t['question_id']}",
+                    "termination": t["termination"],
+                    "explained": t["termination"] != "error" or bool(t.get("error")),
+                }
+                for t in traces
+            ]
+    checks = {
+        "coverage": Check(
+            pd.DataFrame(counts, columns=["run", "traced", "expected", "errors"]),
+            [
+                gxe.ExpectColumnPairValuesToBeEqual(column_A="traced", column_B="expected"),
+                gxe.ExpectColumnValuesToMatchRegex(column="errors", regex=": ok$"),
+            ],
+        ),
+        "traces": Check(
+            pd.DataFrame(rows, columns=["key", "termination", "explained"]),
+            [
+                gxe.ExpectColumnValuesToBeUnique(column="key"),
+                gxe.ExpectColumnValuesToBeInSet(column="termination", value_set=list(TERMINATIONS)),
+                gxe.ExpectColumnValuesToBeInSet(column="explained", value_set=[True]),
+            ],
+        ),
+    }
+    return run_gate("runs", checks, paths.runs / "validation.json")

@@ -1,0 +1,108 @@
+"""The pipeline's stages, one module each, every one a function of (params, paths).
+
+The DVC commands (`skillrag <stage>`) and the Prefect flows call exactly these, so both paths
+produce byte-identical outputs, and each ends with the same one-line summary. One module per
+stage lets each DVC stage depend on exactly the code it runs. Heavy libraries are imported inside
+each function: a stage pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from skillrag.config import Params
+from skillrag.paths import Paths
+from skillrag.stages.common import StageFn
+from skillrag.stages.evaluation import evaluate, gate_evaluate
+from skillrag.stages.indexing import gate_index, index
+from skillrag.stages.probing import train_probe
+from skillrag.stages.questions import gate_prepare, prepare
+from skillrag.stages.routing import train_router
+from skillrag.stages.settings import provenance, run_settings
+from skillrag.stages.states import extract, gate_extract
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage as users name it (CLI command, Prefect flow): its function, the gate that checks its
+    output afterwards (None: it gates itself before publishing), and its closing line."""
+
+    name: str
+    run: StageFn
+    gate: StageFn | None
+    summary: Callable[[Any, Paths], str]
+
+    def __call__(self, params: Params, paths: Paths) -> Any:
+        result = self.run(params, paths)
+        if self.gate is not None:
+            self.gate(params, paths)
+        return result
+
+
+def _prepare_summary(counts: dict[str, dict[str, int]], paths: Paths) -> str:
+    sizes = ", ".join(f"{sum(by.values())} {split}" for split, by in counts.items())
+    return f"prepare: {sizes} questions in {paths.questions}; gate passed"
+
+
+def _index_summary(stats: Any, paths: Paths) -> str:
+    return f"index: {stats.passages} passages in {stats.seconds:.1f} s, Lucene and bm25s in {paths.index}; gate passed"
+
+
+def _extract_summary(summary: dict[str, Any], paths: Paths) -> str:
+    correct = sum(n for key, n in summary["by_split_strategy_label"].items() if key.endswith("acc=1"))
+    return f"extract: {summary['rows']} answers ({correct} correct) with hidden states in {paths.states}; gate passed"
+
+
+def _probe_summary(report: dict[str, Any], paths: Paths) -> str:
+    auroc = report["ensemble"]["auroc"]
+    shown = "undefined" if auroc is None else f"{auroc:.3f}"
+    accepted = report["ensemble"]["at_auto_cut"]["acceptance_rate"]
+    return (
+        f"train-probe: dev AUROC {shown}, accepts {accepted:.0%} of dev answers at the cut "
+        f"{report['cut']['auto']:.3f}; prober in {paths.probe}; gate passed"
+    )
+
+
+def _router_summary(report: dict[str, Any], paths: Paths) -> str:
+    if not report["trained"]:
+        return f"train-router: no router trained ({report['reason']}); a note in {paths.router}"
+    return f"train-router: {report['examples']} examples, router in {paths.router}"
+
+
+def _evaluate_summary(metrics: dict[str, dict[str, Any]], paths: Paths) -> str:
+    accs = ", ".join(
+        f"{method} {sum(m['acc'] for m in by.values()) / len(by):.3f}" for method, by in metrics.items() if by
+    )
+    return f"evaluate: mean ACC over datasets: {accs}; gate passed; metrics in {paths.metrics}"
+
+
+STAGES: dict[str, Stage] = {
+    stage.name: stage
+    for stage in (
+        Stage("prepare", prepare, gate_prepare, _prepare_summary),
+        Stage("index", index, gate_index, _index_summary),
+        Stage("extract", extract, gate_extract, _extract_summary),
+        Stage("train-probe", train_probe, None, _probe_summary),
+        Stage("train-router", train_router, None, _router_summary),
+        Stage("evaluate", evaluate, None, _evaluate_summary),
+    )
+}
+
+__all__ = [
+    "STAGES",
+    "Stage",
+    "evaluate",
+    "extract",
+    "gate_evaluate",
+    "gate_extract",
+    "gate_index",
+    "gate_prepare",
+    "index",
+    "prepare",
+    "provenance",
+    "run_settings",
+    "train_probe",
+    "train_router",
+]

@@ -1,0 +1,88 @@
+"""What a run's traces depend on: the params and input digests compared before resuming, and
+the provenance recorded beside them (never compared)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from skillrag.config import Params
+from skillrag.paths import Paths
+
+
+def run_settings(
+    params: Params,
+    paths: Paths,
+    method: str,
+    question_files: Sequence[Path],
+    overrides: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What a method's traces depend on, recorded beside them (skillrag.eval.runner): the digests
+    of the inputs and the values of the dotted params it `reads` (see `Method.reads`; not the
+    device, threads or batch size, which change speed only), and apart from those, compared by
+    nobody, the provenance of the run. `overrides`: dotted params the caller sets itself."""
+    from skillrag.methods import METHODS
+
+    reads = METHODS[method].reads
+    flat = {
+        f"{section}.{key}": value
+        for section, values in params.model_dump(mode="json").items()
+        if isinstance(values, dict)
+        for key, value in values.items()
+    }
+    chosen = {key: flat[key] for key in reads if key in flat} | dict(overrides or {})
+    if chosen.get("methods.router") != "learned":
+        reads = tuple(key for key in reads if key != "router")
+    sources = _input_digests(params, paths, question_files)
+    return {
+        "method": method,
+        "params": chosen,
+        "inputs": {name: sources[name]() for name in reads if name in sources},
+        "provenance": provenance(),
+    }
+
+
+def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path]) -> dict[str, Callable[[], Any]]:
+    """How to identify each input a trace can depend on, computed only for the inputs a method reads."""
+    from importlib import resources
+
+    from skillrag.files import digest
+    from skillrag.lm.loading import model_identity
+    from skillrag.retrieval.manifest import index_digest
+
+    def prompts() -> str:
+        return digest(*sorted(p for p in resources.files("skillrag.prompts").iterdir() if p.name.endswith(".txt")))
+
+    return {
+        "questions": lambda: digest(*question_files),
+        "model": lambda: model_identity(params.lm.model, params.lm.device, params.lm.dtype),
+        "prompts": prompts,
+        "index": lambda: index_digest(paths.index),
+        "prober": lambda: digest(*sorted(paths.probe.glob("*.*"))),
+        "router": lambda: digest(*sorted(paths.router.glob("*.*"))),
+    }
+
+
+def provenance() -> dict[str, Any]:
+    """Which code made a run: the git commit (and whether the tree had uncommitted changes) and
+    the versions of torch, transformers and skillrag. Recorded, never compared."""
+    import subprocess
+    from importlib.metadata import version
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {
+        "git_commit": commit,
+        "git_dirty": bool(status) if status is not None else None,
+        **{package: version(package) for package in ("torch", "transformers", "skillrag")},
+    }
