@@ -76,7 +76,7 @@ def _run_stage(name: str) -> tuple[Any, Paths]:
 
 def _done(name: str, result: Any, paths: Paths) -> None:
     """The stage's closing line, the same one its Prefect flow logs."""
-    console.print(stages.STAGES[name].summary(result, paths), style="green", highlight=False)
+    console.print(stages.STAGES[name].summary(result, paths), style="green", highlight=False, soft_wrap=True)
 
 
 @app.command()

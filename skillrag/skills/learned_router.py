@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from skillrag.files import atomic_path, write_json
+from skillrag.files import DataError, atomic_path, digest, write_json
 from skillrag.lm.base import state_vector
 from skillrag.skills.base import SKILL_NAMES, FailureState, Routing, fallback_skill
 
@@ -86,12 +86,14 @@ class LearnedRouter:
                     "classes": list(self.classes),
                     "layers": list(self.layers),
                     "hidden_size": int(self.mean.shape[0]),
+                    "sha256": digest(tmp / WEIGHTS),
                 },
             )
 
 
 def load_learned_router(directory: str | Path, expected_hidden_size: int | None = None) -> LearnedRouter:
-    """Read a saved router; refuse one trained on another hidden size (another model)."""
+    """Read a saved router, checking its weights against the sha256 in its record; refuse one
+    trained on another hidden size (another model)."""
     directory = Path(directory)
     if not (directory / RECORD).is_file() or not (directory / WEIGHTS).is_file():
         status = directory / STATUS
@@ -100,7 +102,14 @@ def load_learned_router(directory: str | Path, expected_hidden_size: int | None 
             f"no learned router at {directory}{why}; run `skillrag train-router` "
             "(or `dvc repro train_router`), or use methods.router=prompt"
         )
-    record = json.loads((directory / RECORD).read_text())
+    rebuild = "retrain it with `skillrag train-router` (or `dvc repro train_router`)"
+    try:
+        record = json.loads((directory / RECORD).read_text())
+        recorded = record["sha256"]
+    except (ValueError, KeyError, TypeError):
+        raise DataError(f"{directory / RECORD} is not a valid router record: {rebuild}") from None
+    if digest(directory / WEIGHTS) != recorded:
+        raise DataError(f"{directory / WEIGHTS} is corrupted (its sha256 differs from {RECORD}): {rebuild}")
     if expected_hidden_size is not None and record["hidden_size"] != expected_hidden_size:
         raise ValueError(
             f"the learned router at {directory} reads hidden size {record['hidden_size']}, "

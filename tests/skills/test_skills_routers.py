@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from skillrag.files import DataError
 from skillrag.methods import Round, Trace
 from skillrag.methods.exploration import build_router_dataset
 from skillrag.skills import (
@@ -127,6 +128,17 @@ def test_learned_router_separates_synthetic_failure_states_and_survives_save_loa
     assert np.allclose(loaded.probabilities(test_x), router.probabilities(test_x))
     with pytest.raises(ValueError, match="reads hidden size 6, the current model has 576"):
         load_learned_router(tmp_path / "router", expected_hidden_size=576)
+
+
+def test_a_damaged_router_file_is_refused_naming_it_and_the_fix(tmp_path):
+    x, labels = separable(30)
+    fit_router(x, labels, LAYERS).save(tmp_path / "router")
+    weights = tmp_path / "router" / "router.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8:] = b"\x00" * 8  # same size, other bytes
+    weights.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"router\.safetensors is corrupted .*skillrag train-router"):
+        load_learned_router(tmp_path / "router")
 
 
 def test_two_classes_match_sklearn_and_one_class_is_constant():
