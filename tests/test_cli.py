@@ -145,4 +145,4 @@ def test_exp_runs_a_profile_without_touching_the_workspace(tmp_path):
     assert not (project / "data").exists()
     shown = json.loads(sh("dvc", "exp", "show", "--json").stdout)
     runs = [rev for commit in shown for exp in commit.get("experiments") or [] for rev in exp["revs"]]
-    assert [rev["data"]["params"]["params.yaml"]["data"]["prepare"]["train_size"] for rev in runs] == [24]
+    assert [rev["data"]["params"]["params.yaml"]["data"]["prepare"]["train_size"] for rev in runs] == [90]

@@ -19,7 +19,7 @@ def test_repo_params_load_and_resolve_paths():
 
 def test_profile_and_overrides_apply_in_order():
     params = load_params(REPO / "params.yaml", profile="tiny", overrides=["prepare.eval_size=7"])
-    assert params.prepare.train_size == 24  # from the tiny profile
+    assert params.prepare.train_size == 90  # from the tiny profile
     assert params.prepare.eval_size == 7  # the override wins over the profile
 
 

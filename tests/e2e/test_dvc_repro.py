@@ -17,7 +17,7 @@ def test_repro_builds_every_stage_and_is_then_up_to_date(dvc_project):
     assert sorted(p.name for p in (questions / "eval").iterdir()) == [
         "2wiki.jsonl", "hotpotqa.jsonl", "musique.jsonl", "nq.jsonl", "triviaqa.jsonl",
     ]
-    assert len(list(read_jsonl(questions / "train" / "nq.jsonl"))) == 8  # tiny: 24 train / 3 datasets
+    assert len(list(read_jsonl(questions / "train" / "nq.jsonl"))) == 30  # tiny: 90 train / 3 datasets
     for gate in ["data/questions", "data/index", "data/states", "data/runs"]:
         assert json.loads((dvc_project / gate / "validation.json").read_text())["success"], gate
     assert (dvc_project / "dvc.lock").exists()
@@ -27,7 +27,7 @@ def test_repro_builds_every_stage_and_is_then_up_to_date(dvc_project):
 
 def test_states_probe_and_runs_are_consistent(dvc_project):
     rows = read_rows(dvc_project / "data" / "states")
-    assert len(rows) == (24 + 12) * 2  # tiny train + dev, two strategies
+    assert len(rows) == (90 + 30) * 2  # tiny train + dev, two strategies
     probe = json.loads((dvc_project / "data" / "probe" / "probe.json").read_text())
     assert probe["model"] == "smollm2-135m" and probe["layers"] == list(range(11, 31))
     metrics = json.loads((dvc_project / "reports" / "metrics.json").read_text())
@@ -37,6 +37,11 @@ def test_states_probe_and_runs_are_consistent(dvc_project):
     assert (dvc_project / "reports" / "figures" / "probe_reliability.png").stat().st_size > 0
     router = json.loads((dvc_project / "reports" / "router_metrics.json").read_text())
     assert router["questions"] == 4  # tiny: train_router.train_questions
+    assert router["trained"] is False and "too few failure states" in router["reason"]  # said plainly, no fake router
+    detail = json.loads((dvc_project / "reports" / "metrics_detail.json").read_text())
+    assert {"acc_ci95", "acc_substring", "no_answer_rate", "budget_hit_rate"} <= set(detail["skill_rag"]["hotpotqa"])
+    probe_headline = json.loads((dvc_project / "reports" / "probe_metrics.json").read_text())
+    assert "per_layer" not in probe_headline and probe["auto_cut"] == probe_headline["auto_cut"]
 
 
 def test_search_over_the_built_index(dvc_project):
