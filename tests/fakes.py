@@ -184,3 +184,78 @@ CORPUS = [
 def answer(text: str, reasoning: str = "Thinking.") -> str:
     """A CoT reply as the model would write it after `Rationale:`."""
     return f" {reasoning}\nAnswer: {text}"
+
+
+_TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.MULTILINE)
+
+
+class RuleLM:
+    """Replies by rule from the prompt alone, so any call order and any batching give the same
+    replies (runs that answer questions concurrently). A CoT answer names the first passage's
+    title (closed-book: the question's last word); a skill or the router writes a query from
+    the evidence titles. Records the prompts of each call; `fail` maps a text to the error
+    raised by any call whose prompt contains it."""
+
+    name = "rule-lm"
+    num_layers = 4
+    hidden_size = 8
+
+    def __init__(self, fail: Mapping[str, BaseException] | None = None) -> None:
+        self.fail = dict(fail or {})
+        self.calls: list[tuple[str, list[str]]] = []  # (kind, prompts)
+
+    def _check(self, prompt: str) -> None:
+        for text, error in self.fail.items():
+            if text in prompt:
+                raise error
+
+    def _reply(self, prompt: str) -> str:
+        case = prompt.rsplit("Question: ", 1)[-1] if prompt.endswith("Rationale:") else prompt[-600:]
+        titles = _TITLE.findall(prompt.rsplit("\n\n", 2)[-1] if prompt.endswith("Rationale:") else prompt)
+        if prompt.endswith("Rationale:"):
+            found = titles[0] if titles else case.split("?")[0].split()[-1]
+            return f" Read {len(titles)} passages.\nAnswer: {found}"
+        return f" {titles[-1] if titles else 'Apollo'} facts {zlib.crc32(case.encode()) % 97}"
+
+    def _generation(self, prompt: str, text: str, capture: Sequence[int] | None) -> Generation:
+        hidden = {layer: hidden_state(prompt[-300:] + text, layer, self.hidden_size) for layer in capture or ()}
+        n = len(text.split())
+        return Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden or None, "stop")
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None) -> list[Generation]:
+        self.calls.append(("generate", list(prompts)))
+        for prompt in prompts:
+            assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
+            self._check(prompt)
+        return [self._generation(prompt, self._reply(prompt), capture) for prompt in prompts]
+
+    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        self.calls.append(("loglikelihood", [prompt]))
+        self._check(prompt)
+        return [-float(len(c)) for c in continuations]
+
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        self.calls.append(("choose", [prompt]))
+        self._check(prompt)
+        scores = [-float(zlib.crc32(f"{prompt[-400:]}{o.label}".encode()) % 5) for o in options]
+        index = (pick or argmax)(scores)
+        option = options[index]
+        if option.max_new_tokens < 1:
+            return Choice(scores, index, None, len(prompt.split()))
+        generation = self._generation(prompt, self._reply(prompt + option.label + option.lead), None)
+        return Choice(scores, index, generation, generation.prompt_tokens)
+
+
+class HashProber:
+    """A deterministic prober: P(correct) is a fixed function of the hidden state, so it accepts
+    some answers and rejects others whatever order the questions run in."""
+
+    layers = [2, 4]
+
+    def score(self, hidden: Mapping[int, torch.Tensor]) -> float:
+        return float(torch.sigmoid(hidden[2].sum() + hidden[4].sum()))
+
+    def accepts(self, score: float) -> bool:
+        return score > 0.5

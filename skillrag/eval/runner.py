@@ -7,6 +7,13 @@ error traces (per-question runtime failures, see `skillrag.methods.base.is_quest
 are dropped too, so a re-run retries them. A signal (SIGINT, SIGTERM) stops the run before the
 question in flight is written (`skillrag.interrupts`).
 
+With `concurrency` above 1, that many questions run at once (`skillrag.lm.batching`): each on
+its own instance of the method (`Method.fork`), their LM calls batched across questions. The
+file is the same as one question at a time writes it: lines in question order (a question that
+finishes early waits for the ones before it), the same traces (in float32; latency aside, which
+then includes the wait for shared batches), the same resume, interrupt and error behaviour (a
+programming error stops the run after the traces of the questions before it are written).
+
 Beside it, `<dataset>.settings.json` records what the traces were run with
 (`skillrag.stages.run_settings`): the digests of the inputs and the parameters the method reads,
 plus the provenance of each run that added traces (git commit, library versions). Resuming
@@ -20,7 +27,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +39,7 @@ from skillrag import interrupts
 from skillrag.data.schema import Question
 from skillrag.eval.summary import score_trace
 from skillrag.files import DataError, replace_text, write_json
+from skillrag.lm.batching import Batcher
 from skillrag.methods import Method, Trace
 
 PROVENANCE = "provenance"
@@ -98,17 +108,42 @@ def _claim(out_file: Path, settings: Mapping[str, Any], traced: int) -> None:
     write_json(sidecar, {**current, PROVENANCE: history} if provenance is not None else current)
 
 
+def _answer(method: Method, question: Question) -> Trace:
+    trace = method.answer(question)
+    trace.scores = score_trace(trace, method.parts.params.abstain_answer)
+    return trace
+
+
+def _answers(
+    method: Method, questions: Sequence[Question], concurrency: int, batch_size: int, stack: ExitStack
+) -> Iterator[Trace]:
+    """The questions' traces in order: one at a time, or `concurrency` at once with the LM calls
+    batched (at most `batch_size` prompts per call); the batcher stops with `stack`."""
+    if concurrency == 1:
+        return (_answer(method, question) for question in questions)
+    parts = method.parts
+    batcher = stack.enter_context(Batcher(parts.lm, parts.retriever, concurrency, batch_size))
+    forks = [
+        method.fork(replace(parts, lm=batcher.lm(slot), retriever=batcher.retriever(slot)))
+        for slot in range(concurrency)
+    ]
+    return batcher.map(lambda slot, question: _answer(forks[slot], question), questions)
+
+
 def run_method(
     method: Method,
     questions: Sequence[Question],
     out_file: Path,
     settings: Mapping[str, Any],
     on_trace: Callable[[Trace], None] | None = None,
+    concurrency: int = 1,
+    batch_size: int = 8,
 ) -> list[Trace]:
     """Answer every question not yet in `out_file` (or traced with an error); returns all traces
     in question order.
 
-    `settings`: everything that shapes a trace (JSON-serialisable); see the module docstring."""
+    `settings`: everything that shapes a trace (JSON-serialisable); see the module docstring.
+    `concurrency`: questions answered at once, their LM calls batched up to `batch_size` prompts."""
     out_file.parent.mkdir(parents=True, exist_ok=True)
     written = _read(out_file)
     _claim(out_file, settings, len(written))
@@ -117,10 +152,9 @@ def run_method(
         replace_text(out_file, "".join(f"{line}\n" for line, _ in kept.values()))
     done = {qid: trace for qid, (_, trace) in kept.items()}
     todo = [q for q in questions if q.id not in done]
-    with out_file.open("a", encoding="utf-8") as handle:
-        for question in tqdm(todo, desc=f"{method.name} {out_file.stem}", unit="question"):
-            trace = method.answer(question)
-            trace.scores = score_trace(trace, method.parts.params.abstain_answer)
+    with ExitStack() as stack, out_file.open("a", encoding="utf-8") as handle:
+        traces = _answers(method, todo, concurrency, batch_size, stack)
+        for trace in tqdm(traces, total=len(todo), desc=f"{method.name} {out_file.stem}", unit="question"):
             interrupts.check()  # a question cut short by a signal is never written
             with interrupts.deferred():  # a trace line is written whole
                 handle.write(json.dumps(trace.to_dict(), ensure_ascii=False) + "\n")

@@ -4,7 +4,7 @@ per-question session that turns rounds into a Trace.
 
 Costs are counted by wrapping the LM and the retriever, so every call (answer, skill, router)
 is counted where it happens and no method can forget one. A method instance answers one
-question at a time.
+question at a time (`Method.fork` makes one per question in flight).
 """
 
 from __future__ import annotations
@@ -348,6 +348,12 @@ class Method(ABC):
         self.meter = Meter()
         self.lm = MeteredLM(parts.lm, self.meter)
         self.retriever = MeteredRetriever(parts.retriever, self.meter)
+
+    def fork(self, parts: Components) -> Method:
+        """The same method over other components (a worker's LM and retriever fronts when
+        questions run concurrently), with its own meter: an instance answers one question at a
+        time."""
+        return type(self)(parts)
 
     def answer(self, question: Question, on_round: OnRound | None = None) -> Trace:
         """Run the method on one question; `on_round` sees each round as it is recorded.

@@ -34,6 +34,9 @@ class SkillExploration(Method):
         self.is_correct = is_correct
         self.skills = build_skills(self.lm)
 
+    def fork(self, parts: Components) -> SkillExploration:
+        return SkillExploration(parts, self.is_correct)
+
     def run(self, session: Session) -> None:
         golds = session.question.answers
         failed = session.answer_round("retrieval", [session.question.question])

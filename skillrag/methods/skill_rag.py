@@ -6,7 +6,8 @@ see skillrag.skills.base), which are retrieved and answered over; `exit` stops w
 current answer or the abstain answer (`methods.exit_mode`). The prompt router writes the chosen
 skill's queries in the same LLM call that chooses it, so a retry costs two calls (route and
 write, then answer); the learned router chooses without one, and the skill then writes its
-queries in one call.
+queries in one call. The prompt router's one-off calibration is a cost of the run, not of a
+question (see `PromptRouter`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class SkillRAG(GatedRAG):
                 "methods.router is 'learned': pass the trained router "
                 "(Components(router=load_learned_router(path)))"
             )
-        return PromptRouter(self.lm)
+        return PromptRouter(self.lm, calibrate_with=self.parts.lm)
 
     def retry(self, session: Session, rejected: Attempt, round_index: int) -> Attempt | None:
         state = session.failure_state(rejected, round_index)

@@ -43,17 +43,20 @@ def calibrated_choice(raw: Sequence[float], prior: Sequence[float], round_index:
 
 class PromptRouter:
     """One `choose_and_generate` call per decision, plus one `loglikelihood` call per router
-    for the calibration."""
+    for the calibration, on `calibrate_with` (default: `lm`). The calibration depends on no
+    question: Skill-RAG scores it on the unmetered LM, so it is a cost of the run, charged to no
+    question's trace (else which question pays would depend on the order questions run in)."""
 
-    def __init__(self, lm: LM) -> None:
+    def __init__(self, lm: LM, calibrate_with: LM | None = None) -> None:
         self.lm = lm
+        self.calibrate_with = calibrate_with or lm
         self._prior: list[float] | None = None
 
     def choose(self, state: FailureState) -> Routing:
         options = list(OPTIONS.values())
         if self._prior is None:
             prefix, body = render(_CONTENT_FREE)
-            self._prior = self.lm.loglikelihood(prefix + body, [option.label for option in options])
+            self._prior = self.calibrate_with.loglikelihood(prefix + body, [option.label for option in options])
         prior = self._prior
         prefix, body = render(state.fields())
         choice = self.lm.choose_and_generate(

@@ -11,7 +11,7 @@ from skillrag.data.schema import Question
 from skillrag.eval.runner import read_traces, run_method, settings_file
 from skillrag.files import DataError
 from skillrag.methods import Components, build_method
-from tests.fakes import CORPUS, FakeLM, OverlapRetriever
+from tests.fakes import CORPUS, FakeLM, HashProber, OverlapRetriever, RuleLM
 
 QUESTIONS = [Question(f"nq-{i}", "nq", f"Question number {i}?", ["Paris"], "eval") for i in range(4)]
 PROVENANCE = {"git_commit": "a" * 40, "git_dirty": False}
@@ -152,3 +152,83 @@ def test_an_interrupt_swallowed_by_native_code_never_becomes_an_error_trace(tmp_
     assert stopped.value.exit_code == 143
     stored = read_traces(out)
     assert [t.question_id for t in stored] == ["nq-0"] and stored[0].termination == "done"
+
+
+# Questions answered concurrently (skillrag.lm.batching): same file as one at a time.
+
+TOPICS = ["Cast Away film", "Apollo 11 Moon", "FedEx company", "Forrest Gump film", "Tom Hanks actor", "Robert Zemeckis"]
+MANY = [
+    Question(f"hotpotqa-{i}", "hotpotqa", f"What about the {TOPICS[i % 6]} case {i}?", ["Cast Away", "1969"], "eval")
+    for i in range(12)
+]
+
+
+def _rule_method(name, lm):
+    return build_method(name, Components(lm, OverlapRetriever(CORPUS), HashProber(), k=2, max_new_tokens=16))
+
+
+def _without_latency(value):
+    if isinstance(value, dict):
+        return {k: _without_latency(v) for k, v in value.items() if k != "latency_s"}
+    if isinstance(value, list):
+        return [_without_latency(v) for v in value]
+    return value
+
+
+def _lines(path):
+    return [_without_latency(json.loads(line)) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", ["no_retrieval", "single_step", "probing_rag", "skill_rag"])
+def test_batched_runs_write_the_traces_of_one_question_at_a_time(tmp_path, name):
+    one, many = RuleLM(), RuleLM()
+    run_method(_rule_method(name, one), MANY, tmp_path / "one.jsonl", SETTINGS)
+    traces = run_method(_rule_method(name, many), MANY, tmp_path / "many.jsonl", SETTINGS, concurrency=4, batch_size=3)
+    assert _lines(tmp_path / "many.jsonl") == _lines(tmp_path / "one.jsonl")
+    assert [t.question_id for t in traces] == [q.id for q in MANY]
+    sizes = [len(prompts) for kind, prompts in many.calls if kind == "generate"]
+    assert max(sizes) > 1 and sum(sizes) == sum(len(p) for kind, p in one.calls if kind == "generate")
+    if name == "skill_rag":  # the paths the comparison covers: routed retries and accepted answers
+        assert {"accepted", "exhausted"} <= {t.termination for t in traces}
+        assert any(r.router_scores for t in traces for r in t.rounds)
+
+
+def test_batched_runs_record_runtime_failures_as_error_traces(tmp_path):
+    lm = RuleLM(fail={"case 5?": RuntimeError("CUDA out of memory")})
+    traces = run_method(_rule_method("single_step", lm), MANY, tmp_path / "nq.jsonl", SETTINGS, concurrency=4, batch_size=4)
+    assert [t.termination == "error" for t in traces] == [i == 5 for i in range(len(MANY))]
+    assert traces[5].error == "RuntimeError: CUDA out of memory"
+
+
+@pytest.mark.parametrize("bug", [TypeError("a bug"), AssertionError("script ran out")])
+def test_a_programming_error_stops_a_batched_run_after_the_questions_before_it(tmp_path, bug):
+    out = tmp_path / "nq.jsonl"
+    with pytest.raises(type(bug)):
+        run_method(_rule_method("single_step", RuleLM(fail={"case 5?": bug})), MANY, out, SETTINGS, concurrency=4)
+    assert [t.question_id for t in read_traces(out)] == [q.id for q in MANY[:5]]
+
+
+def test_a_batched_run_resumes_a_partial_one(tmp_path):
+    out, whole = tmp_path / "nq.jsonl", tmp_path / "whole.jsonl"
+    run_method(_rule_method("probing_rag", RuleLM()), MANY[:5], out, SETTINGS, concurrency=3)
+    with out.open("a") as handle:
+        handle.write('{"question_id": "hotpotqa-5", "trunc')  # killed mid-line
+    lm = RuleLM()
+    run_method(_rule_method("probing_rag", lm), MANY, out, SETTINGS, concurrency=3, batch_size=2)
+    run_method(_rule_method("probing_rag", RuleLM()), MANY, whole, SETTINGS)
+    assert _lines(out) == _lines(whole)
+    asked = {q.id for q in MANY for _, prompts in lm.calls for p in prompts if q.question in p}
+    assert asked == {q.id for q in MANY[5:]}  # only the questions not yet traced
+
+
+def test_an_interrupt_stops_a_batched_run_keeping_only_whole_finished_traces(tmp_path, installed_interrupts):
+    out = tmp_path / "nq.jsonl"
+    method = build_method(
+        "no_retrieval", Components(SwallowingLM([" a\nAnswer: Paris"] * 4, signal_at=2), OverlapRetriever(CORPUS))
+    )
+    with pytest.raises(interrupts.Interrupted) as stopped:
+        run_method(method, QUESTIONS, out, SETTINGS, concurrency=2, batch_size=2)
+    assert stopped.value.exit_code == 143
+    stored = read_traces(out)
+    assert [t.question_id for t in stored] == [q.id for q in QUESTIONS[: len(stored)]] and len(stored) < 4
+    assert all(t.termination == "done" for t in stored)

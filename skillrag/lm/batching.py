@@ -1,0 +1,253 @@
+"""Many questions at once over one LM: per-question code runs in worker threads, and the one
+thread that owns the model serves their LM and retriever calls, batched.
+
+Methods are plain sequential code that answers one question. To batch across questions,
+`Batcher.map` runs up to `workers` tasks in threads; each task reaches the model only through
+its slot's fronts (`Batcher.lm(slot)`, `Batcher.retriever(slot)`), whose calls enqueue a
+request and wait for its result. The thread that iterates `map` is the scheduler: when every
+running task waits on a request (or after `WAIT_S`, so a slow task does not hold the others
+back), it serves the pending retrievals first (they are cheap, and the tasks come back with LM
+calls that join the next batch), else every pending LM call: `generate` calls that can share
+one call (same max_new_tokens, stop, capture and prefix, so the prefix KV cache is shared) run
+together, at most `batch_size` prompts per call; `loglikelihood` and `choose_and_generate` run
+one at a time. Only the scheduler touches the LM and the retriever, so native code (torch,
+the JVM) and signals (`skillrag.interrupts`) stay in the main thread.
+
+When a shared call raises, its requests are re-run one by one, so an error reaches only the
+task whose call caused it (a row's greedy result does not depend on its batch neighbours).
+
+Results come back in item order, and at most `WINDOW` x `workers` items run ahead of the
+oldest unfinished one. An exception a task raises (any BaseException) is re-raised in the
+iterating thread when the item's turn comes. Leaving the `with Batcher(...)` block (the end,
+an error, an interrupt) cancels the tasks still waiting and joins every thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from skillrag import interrupts
+from skillrag.lm.base import LM, Choice, Generation, Option, Pick
+from skillrag.retrieval.base import Hit, Retriever
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+WAIT_S = 0.5  # the longest the scheduler waits for a busy task before serving the others
+WINDOW = 4  # items started at most this many times `workers` ahead of the oldest unfinished one
+_RETRIEVAL = ("search", "batch_search")
+
+
+class Cancelled(BaseException):
+    """Raised in a task whose run was abandoned (an error or interrupt elsewhere): a
+    BaseException, so no per-question handler records it as that question's failure."""
+
+
+@dataclass(eq=False)
+class _Request:
+    kind: str  # "generate" | "loglikelihood" | "choose" | "search" | "batch_search"
+    args: tuple
+    future: Future = field(default_factory=Future)
+
+    @property
+    def group(self) -> tuple:
+        """Requests with equal groups share one LM call: generate's (budget, stop, capture,
+        prefix); any other request stands alone."""
+        return ("generate", *self.args[1:]) if self.kind == "generate" else (self.kind, id(self))
+
+
+class _LMFront:
+    """The `LM` protocol for one task: each call is a request served by the scheduler."""
+
+    def __init__(self, batcher: Batcher) -> None:
+        self._batcher = batcher
+        lm = batcher.model
+        self.name, self.num_layers, self.hidden_size = lm.name, lm.num_layers, lm.hidden_size
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        capture: Sequence[int] | None = None,
+        prefix: str | None = None,
+    ) -> list[Generation]:
+        layers = tuple(capture) if capture else None
+        return self._batcher.call("generate", list(prompts), max_new_tokens, tuple(stop), layers, prefix)
+
+    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        return self._batcher.call("loglikelihood", prompt, list(continuations))
+
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        return self._batcher.call("choose", prompt, list(options), prefix, pick)
+
+
+class _RetrieverFront:
+    """The `Retriever` protocol for one task, served by the scheduler."""
+
+    def __init__(self, batcher: Batcher) -> None:
+        self._batcher = batcher
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        return self._batcher.call("search", query, k)
+
+    def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        return self._batcher.call("batch_search", list(queries), k)
+
+
+class Batcher:
+    """Runs tasks concurrently over one LM and retriever, serving their calls in batches (see
+    the module docstring). Use as a context manager; `map` from the thread that owns the model."""
+
+    def __init__(self, model: LM, retriever: Retriever | None, workers: int, batch_size: int) -> None:
+        if workers < 1 or batch_size < 1:
+            raise ValueError(f"workers and batch_size must be >= 1, got {workers} and {batch_size}")
+        self.model, self.searcher = model, retriever
+        self.workers, self.batch_size = workers, batch_size
+        self._lms = [_LMFront(self) for _ in range(workers)]
+        self._retrievers = [_RetrieverFront(self) for _ in range(workers)]
+        self._changed = threading.Condition()
+        self._pending: list[_Request] = []  # requests not yet taken by the scheduler
+        self._serving: list[_Request] = []  # requests taken and not yet answered
+        self._running = 0  # tasks started and not finished
+        self._finished: dict[int, tuple[bool, Any]] = {}  # item index -> (ok, result or exception)
+        self._news = False  # a task finished since the scheduler last looked
+        self._free = list(range(workers))  # slots no running task holds
+        self._cancelled = False
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="question")
+
+    def lm(self, slot: int) -> LM:
+        """The LM front of worker slot `slot` (0..workers-1)."""
+        return self._lms[slot]
+
+    def retriever(self, slot: int) -> Retriever:
+        return self._retrievers[slot]
+
+    def __enter__(self) -> Batcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._changed:
+            self._cancelled = True
+            waiting, self._pending = [*self._serving, *self._pending], []
+        for request in waiting:
+            if not request.future.done():
+                request.future.set_exception(Cancelled())
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def map(self, task: Callable[[int, T], R], items: Sequence[T]) -> Iterator[R]:
+        """`task(slot, item)` for every item, up to `workers` at once, each on a free slot (whose
+        fronts it may use); the results in item order."""
+        started = done = 0
+        while done < len(items):
+            with self._changed:
+                while self._free and started < min(len(items), done + WINDOW * self.workers):
+                    self._running += 1
+                    self._pool.submit(self._work, task, started, self._free.pop(), items[started])
+                    started += 1
+                result = self._finished.pop(done, None)
+                self._news = False
+            if result is not None:
+                done += 1
+                ok, value = result
+                if not ok:
+                    raise value
+                yield value
+            else:
+                self._serve()
+
+    def call(self, kind: str, *args: Any) -> Any:
+        """From a task: enqueue a request and wait for its result."""
+        request = _Request(kind, args)
+        with self._changed:
+            if self._cancelled:
+                raise Cancelled()
+            self._pending.append(request)
+            self._changed.notify_all()
+        return request.future.result()
+
+    def _work(self, task: Callable[[int, T], R], index: int, slot: int, item: T) -> None:
+        try:
+            result = (True, task(slot, item))
+        except BaseException as err:  # handed to the iterating thread, which re-raises it
+            result = (False, err)
+        with self._changed:
+            self._finished[index] = result
+            self._free.append(slot)
+            self._running -= 1
+            self._news = True
+            self._changed.notify_all()
+
+    def _serve(self) -> None:
+        """Wait until every running task waits on a request (or a task finished, or WAIT_S
+        passed), then serve the pending retrievals, else every pending LM call."""
+        interrupts.check()
+        with self._changed:
+            self._changed.wait_for(lambda: self._news or len(self._pending) >= self._running, timeout=WAIT_S)
+            searches = [r for r in self._pending if r.kind in _RETRIEVAL]
+            self._serving = searches or self._pending
+            self._pending = [r for r in self._pending if r.kind not in _RETRIEVAL] if searches else []
+        groups: dict[tuple, list[_Request]] = {}
+        for request in self._serving:
+            groups.setdefault(request.group, []).append(request)
+        for group in groups.values():
+            for chunk in self._chunks(group):
+                self._run(chunk)
+        self._serving = []
+
+    def _chunks(self, group: list[_Request]) -> Iterator[list[_Request]]:
+        """Consecutive requests of at most `batch_size` prompts together (one at least)."""
+        chunk: list[_Request] = []
+        prompts = 0
+        for request in group:
+            size = len(request.args[0]) if request.kind == "generate" else 1
+            if chunk and prompts + size > self.batch_size:
+                yield chunk
+                chunk, prompts = [], 0
+            chunk.append(request)
+            prompts += size
+        if chunk:
+            yield chunk
+
+    def _run(self, chunk: list[_Request]) -> None:
+        """One LM (or retriever) call for the chunk; its results, or its error, to the requests.
+        A shared call that fails is re-run request by request, so the error reaches only the
+        request that causes it."""
+        try:
+            results = self._execute(chunk)
+        except Exception as err:
+            if len(chunk) > 1:
+                interrupts.check()  # native code may have turned a signal into this error
+                for request in chunk:
+                    self._run([request])
+            else:
+                chunk[0].future.set_exception(err)
+            return
+        for request, result in zip(chunk, results, strict=True):
+            request.future.set_result(result)
+
+    def _execute(self, chunk: list[_Request]) -> list[Any]:
+        first = chunk[0]
+        if first.kind == "generate":
+            _, max_new_tokens, stop, capture, prefix = first.args
+            prompts = [prompt for request in chunk for prompt in request.args[0]]
+            out = self.model.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix)
+            results, start = [], 0
+            for request in chunk:
+                results.append(out[start : start + len(request.args[0])])
+                start += len(request.args[0])
+            return results
+        if first.kind == "loglikelihood":
+            return [self.model.loglikelihood(*first.args)]
+        if first.kind == "choose":
+            prompt, options, prefix, pick = first.args
+            return [self.model.choose_and_generate(prompt, options, prefix=prefix, pick=pick)]
+        if self.searcher is None:
+            raise ValueError("this Batcher has no retriever")
+        return [getattr(self.searcher, first.kind)(*first.args)]
