@@ -58,6 +58,8 @@ class LMParams(_Section):
     max_new_tokens: int = Field(96, ge=1)
     batch_size: int = Field(8, ge=1)
     threads: int | None = Field(None, ge=1)  # torch CPU threads; None = torch's default
+    concurrency: int = Field(8, ge=1)  # questions evaluate / train_router answer at once, LM calls batched; 1 = one at a time
+    reuse_cache: int = Field(1024, ge=0)  # LM results evaluate keeps for reuse across methods (LRU); 0 = no reuse
     layers: Literal["posterior_two_thirds", "all"] | list[int] = "posterior_two_thirds"
 
 

@@ -84,7 +84,8 @@ def make_workspace(root: Path) -> Path:
         ]
         write_rows(root / "data" / "questions" / split / "nq.jsonl", rows)
     params = {
-        "lm": {"model": str(root / "model"), "device": "cpu", "max_new_tokens": 8, "batch_size": 2},
+        # one question at a time: the fakes pause or fail at the n-th LM call
+        "lm": {"model": str(root / "model"), "device": "cpu", "max_new_tokens": 8, "batch_size": 2, "concurrency": 1},
         "retrieval": {"backend": "bm25s"},
         "extract": {"checkpoint_rows": 2, "checkpoint_seconds": 600},
         "evaluate": {"methods": ["no_retrieval", "single_step"], "datasets": ["nq"]},

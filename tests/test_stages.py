@@ -16,7 +16,7 @@ from skillrag.retrieval.manifest import write_index_manifest
 from skillrag.stages import run_settings
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
-from tests.fakes import CORPUS, OverlapRetriever, hidden_state
+from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, hidden_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -148,6 +148,49 @@ def test_the_runs_gate_fails_above_the_error_rate_cap_before_any_metric_is_publi
 
     params, paths, _ = evaluate_in(PausingLM())  # the rerun retries the two error traces
     assert stages.gate_evaluate(params, paths)["success"] and paths.metrics.exists()
+
+
+def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_methods(tmp_path, monkeypatch):
+    """lm.concurrency and lm.reuse_cache change speed only: the run files are those of one
+    question at a time without reuse (latency aside); the metrics say how much was reused."""
+    workspace = make_workspace(tmp_path / "ws")
+    topics = ["Cast Away film", "Apollo 11 Moon", "FedEx company", "Forrest Gump film", "Tom Hanks actor", "Robert Zemeckis"]
+    rows = [
+        {"id": f"nq-eval-{i}", "dataset": "nq", "question": f"What about the {topic} case {i}?", "answers": ["1969"], "split": "eval"}
+        for i, topic in enumerate(topics)
+    ]
+    write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)  # the corpus has passages on these
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: HashProber())
+    paths, names = Paths(workspace), ["no_retrieval", "single_step", "probing_rag"]
+    files = [paths.run_file(name, "nq") for name in names]
+    runs, reuse, calls = [], [], []
+    for concurrency, cache in ((1, 0), (3, 64)):
+        lm = RuleLM()
+        monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
+        overrides = [f"lm.concurrency={concurrency}", f"lm.reuse_cache={cache}", f"evaluate.methods={names}"]
+        metrics = stages.evaluate(load_params(workspace / "params.yaml", overrides=overrides), paths)
+        runs.append([[_without_latency(json.loads(line)) for line in f.read_text().splitlines()] for f in files])
+        reuse.append({name: metrics[name]["nq"]["reuse"]["hits"] for name in names})
+        calls.append(sum(len(prompts) for _, prompts in lm.calls))
+        for f in files:
+            f.unlink()
+    assert runs[0] == runs[1] and len(runs[0][2]) == len(topics)
+    assert reuse[0] == dict.fromkeys(names, 0)
+    rejected = sum(not t["rounds"][0]["accepted"] for t in runs[0][2])  # their stage 2 is single_step's answer
+    assert (reuse[1]["no_retrieval"], reuse[1]["single_step"]) == (0, 0) and rejected > 0
+    assert reuse[1]["probing_rag"] >= len(topics) + rejected
+    assert calls[0] - calls[1] == reuse[1]["probing_rag"]  # prompts the model no longer computes
+    summary = stages.STAGES["evaluate"].summary(metrics, paths)
+    assert f"{reuse[1]['probing_rag']} of {calls[0]} LM results reused" in summary
+
+
+def _without_latency(value):
+    if isinstance(value, dict):
+        return {k: _without_latency(v) for k, v in value.items() if k != "latency_s"}
+    if isinstance(value, list):
+        return [_without_latency(v) for v in value]
+    return value
 
 
 def test_train_router_needs_no_prober_and_leaves_a_note_when_too_few_examples(tmp_path, monkeypatch):

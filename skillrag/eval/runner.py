@@ -7,12 +7,13 @@ error traces (per-question runtime failures, see `skillrag.methods.base.is_quest
 are dropped too, so a re-run retries them. A signal (SIGINT, SIGTERM) stops the run before the
 question in flight is written (`skillrag.interrupts`).
 
-With `concurrency` above 1, that many questions run at once (`skillrag.lm.batching`): each on
+With `concurrency` above 1, that many questions run at once (`skillrag.eval.batching`): each on
 its own instance of the method (`Method.fork`), their LM calls batched across questions. The
 file is the same as one question at a time writes it: lines in question order (a question that
 finishes early waits for the ones before it), the same traces (in float32; latency aside, which
 then includes the wait for shared batches), the same resume, interrupt and error behaviour (a
-programming error stops the run after the traces of the questions before it are written).
+programming error stops the run; the traces of the questions before the first one it reaches
+are written).
 
 Beside it, `<dataset>.settings.json` records what the traces were run with
 (`skillrag.stages.run_settings`): the digests of the inputs and the parameters the method reads,
@@ -37,10 +38,11 @@ from tqdm import tqdm
 
 from skillrag import interrupts
 from skillrag.data.schema import Question
+from skillrag.eval.batching import Batcher
 from skillrag.eval.summary import score_trace
 from skillrag.files import DataError, replace_text, write_json
-from skillrag.lm.batching import Batcher
 from skillrag.methods import Method, Trace
+from skillrag.methods.base import is_question_failure
 
 PROVENANCE = "provenance"
 
@@ -122,7 +124,7 @@ def _answers(
     if concurrency == 1:
         return (_answer(method, question) for question in questions)
     parts = method.parts
-    batcher = stack.enter_context(Batcher(parts.lm, parts.retriever, concurrency, batch_size))
+    batcher = stack.enter_context(Batcher(parts.lm, parts.retriever, concurrency, batch_size, is_question_failure))
     forks = [
         method.fork(replace(parts, lm=batcher.lm(slot), retriever=batcher.retriever(slot)))
         for slot in range(concurrency)

@@ -2,6 +2,7 @@
 
 from skillrag.methods.base import Components, Method, Prober, answer_with, open_components
 from skillrag.methods.factory import METHODS, build_method
+from skillrag.methods.reuse import ReuseStats, ReusingLM
 from skillrag.methods.trace import TERMINATIONS, Cost, Round, Trace
 
 __all__ = [
@@ -11,6 +12,8 @@ __all__ = [
     "Cost",
     "Method",
     "Prober",
+    "ReuseStats",
+    "ReusingLM",
     "Round",
     "Trace",
     "answer_with",

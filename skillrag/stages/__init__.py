@@ -75,7 +75,12 @@ def _evaluate_summary(metrics: dict[str, dict[str, Any]], paths: Paths) -> str:
     accs = ", ".join(
         f"{method} {sum(m['acc'] for m in by.values()) / len(by):.3f}" for method, by in metrics.items() if by
     )
-    return f"evaluate: mean ACC over datasets: {accs}; gate passed; metrics in {paths.metrics}"
+    reuse = [m["reuse"] for by in metrics.values() for m in by.values()]
+    hits, lookups = sum(r["hits"] for r in reuse), sum(r["lookups"] for r in reuse)
+    return (
+        f"evaluate: mean ACC over datasets: {accs}; {hits} of {lookups} LM results reused; "
+        f"gate passed; metrics in {paths.metrics}"
+    )
 
 
 STAGES: dict[str, Stage] = {

@@ -44,7 +44,10 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     # Exploration's first round is single_step's; it adds the state layers.
     settings = run_settings(params, paths, "single_step", files, {"lm.layers": layers})
     settings["method"] = SkillExploration.name
-    traces = run_method(SkillExploration(parts, accuracy), train, paths.router_traces, settings)
+    traces = run_method(
+        SkillExploration(parts, accuracy), train, paths.router_traces, settings,
+        concurrency=params.lm.concurrency, batch_size=params.lm.batch_size,
+    )
     x, labels = build_router_dataset(traces, accuracy)
     counts = {skill: labels.count(skill) for skill in sorted(set(labels))}
     report: dict[str, Any] = {"questions": len(traces), "examples": len(labels), "by_skill": counts}

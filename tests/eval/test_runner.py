@@ -154,7 +154,7 @@ def test_an_interrupt_swallowed_by_native_code_never_becomes_an_error_trace(tmp_
     assert [t.question_id for t in stored] == ["nq-0"] and stored[0].termination == "done"
 
 
-# Questions answered concurrently (skillrag.lm.batching): same file as one at a time.
+# Questions answered concurrently (skillrag.eval.batching): same file as one at a time.
 
 TOPICS = ["Cast Away film", "Apollo 11 Moon", "FedEx company", "Forrest Gump film", "Tom Hanks actor", "Robert Zemeckis"]
 MANY = [
@@ -201,11 +201,14 @@ def test_batched_runs_record_runtime_failures_as_error_traces(tmp_path):
 
 
 @pytest.mark.parametrize("bug", [TypeError("a bug"), AssertionError("script ran out")])
-def test_a_programming_error_stops_a_batched_run_after_the_questions_before_it(tmp_path, bug):
+def test_a_programming_error_stops_a_batched_run_keeping_the_traces_before_it(tmp_path, bug):
+    """The bug reaches every question of the batch it broke (never retried until it passes);
+    the first of them stops the run, the finished traces before it are kept."""
     out = tmp_path / "nq.jsonl"
     with pytest.raises(type(bug)):
         run_method(_rule_method("single_step", RuleLM(fail={"case 5?": bug})), MANY, out, SETTINGS, concurrency=4)
-    assert [t.question_id for t in read_traces(out)] == [q.id for q in MANY[:5]]
+    stored = [t.question_id for t in read_traces(out)]
+    assert stored == [q.id for q in MANY[: len(stored)]] and 2 <= len(stored) <= 5
 
 
 def test_a_batched_run_resumes_a_partial_one(tmp_path):

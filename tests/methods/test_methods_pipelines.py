@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from skillrag.config import MethodsParams, load_params
 from skillrag.data.schema import Question
-from skillrag.methods import Components, Round, Trace, build_method
+from skillrag.methods import Components, ReuseStats, ReusingLM, Round, Trace, build_method
 from skillrag.methods.base import interleave
 from skillrag.methods.exploration import SkillExploration, build_router_dataset
 from skillrag.skills import QUERY_SKILLS, LearnedRouter
@@ -337,3 +339,17 @@ def test_follow_up_evidence_is_interleaved_with_the_previous_passages():
     choices = [pick("query_rewriting", " Apollo 11 Moon landing")]
     trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], choices=choices)
     assert [r.passage_ids for r in trace.rounds[1:]] == [["cast", "zemeckis"], ["moon", "cast"]]
+
+
+def test_a_reused_answer_is_charged_to_every_method_that_uses_it():
+    """probing_rag's stage 1 is no_retrieval's answer: computed once, charged to both traces."""
+    inner = FakeLM([answer("1952", "He was born in 1952.")])  # one reply: the second method must reuse it
+    lm = ReusingLM(inner, capacity=8)
+    parts = Components(lm, OverlapRetriever(CORPUS), FakeProber([0.9, 0.9]), k=2, max_new_tokens=16)
+    closed = build_method("no_retrieval", parts).answer(QUESTION)
+    gated = build_method("probing_rag", parts).answer(QUESTION)
+    assert inner.exhausted and len(inner.calls) == 1
+    assert (gated.rounds[0].answer, gated.rounds[0].reasoning) == (closed.rounds[0].answer, "He was born in 1952.")
+    assert replace(gated.totals, latency_s=0.0) == replace(closed.totals, latency_s=0.0)
+    assert (gated.totals.llm_calls, gated.totals.tokens_out) == (1, 7) and gated.totals.tokens_in > 0
+    assert lm.stats == ReuseStats(lookups=2, hits=1)

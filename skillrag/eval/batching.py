@@ -13,8 +13,11 @@ together, at most `batch_size` prompts per call; `loglikelihood` and `choose_and
 one at a time. Only the scheduler touches the LM and the retriever, so native code (torch,
 the JVM) and signals (`skillrag.interrupts`) stay in the main thread.
 
-When a shared call raises, its requests are re-run one by one, so an error reaches only the
-task whose call caused it (a row's greedy result does not depend on its batch neighbours).
+When a shared call raises an error that `retry_alone` accepts (a per-question runtime failure
+such as out of memory, which may belong to one row or to the batch's size), its requests are
+re-run one by one, so the error reaches only the task whose call causes it (a row's greedy
+result does not depend on its batch neighbours). Any other error (a bug) goes to every request
+of the call: it must stop the run, not vanish because a smaller call happened to pass.
 
 Results come back in item order, and at most `WINDOW` x `workers` items run ahead of the
 oldest unfinished one. An exception a task raises (any BaseException) is re-raised in the
@@ -105,11 +108,18 @@ class Batcher:
     """Runs tasks concurrently over one LM and retriever, serving their calls in batches (see
     the module docstring). Use as a context manager; `map` from the thread that owns the model."""
 
-    def __init__(self, model: LM, retriever: Retriever | None, workers: int, batch_size: int) -> None:
+    def __init__(
+        self,
+        model: LM,
+        retriever: Retriever | None,
+        workers: int,
+        batch_size: int,
+        retry_alone: Callable[[Exception], bool],
+    ) -> None:
         if workers < 1 or batch_size < 1:
             raise ValueError(f"workers and batch_size must be >= 1, got {workers} and {batch_size}")
         self.model, self.searcher = model, retriever
-        self.workers, self.batch_size = workers, batch_size
+        self.workers, self.batch_size, self.retry_alone = workers, batch_size, retry_alone
         self._lms = [_LMFront(self) for _ in range(workers)]
         self._retrievers = [_RetrieverFront(self) for _ in range(workers)]
         self._changed = threading.Condition()
@@ -216,18 +226,18 @@ class Batcher:
             yield chunk
 
     def _run(self, chunk: list[_Request]) -> None:
-        """One LM (or retriever) call for the chunk; its results, or its error, to the requests.
-        A shared call that fails is re-run request by request, so the error reaches only the
-        request that causes it."""
+        """One LM (or retriever) call for the chunk; its results, or its error, to the requests
+        (see the module docstring for which errors are retried request by request)."""
         try:
             results = self._execute(chunk)
         except Exception as err:
-            if len(chunk) > 1:
+            if len(chunk) > 1 and self.retry_alone(err):
                 interrupts.check()  # native code may have turned a signal into this error
                 for request in chunk:
                     self._run([request])
             else:
-                chunk[0].future.set_exception(err)
+                for request in chunk:
+                    request.future.set_exception(err)
             return
         for request, result in zip(chunk, results, strict=True):
             request.future.set_result(result)

@@ -6,11 +6,15 @@ from __future__ import annotations
 import threading
 
 import pytest
+import torch
 
 from skillrag.lm.base import Option
-from skillrag.lm.batching import Batcher
+from skillrag.lm.hf import HFCausalLM
+from skillrag.eval.batching import Batcher
+from skillrag.methods.base import is_question_failure
 from skillrag.prompts.cot import STOP, cot_prompt
 from tests.fakes import CORPUS, OverlapRetriever, RuleLM
+from tests.lm.conftest import byte_tokenizer, tiny_model
 
 QUESTIONS = [f"Who directed the film number {i}?" for i in range(7)]
 OPTIONS = [Option(" yes", "\nSo:", 4, ("\n",)), Option(" no", "\nWhy:", 6, ("\n",))]
@@ -34,7 +38,7 @@ def test_fronts_give_the_results_of_direct_calls_in_shared_batches():
     direct, batched = RuleLM(), RuleLM()
     retriever = OverlapRetriever(CORPUS)
     expected = [_calls(direct, retriever, q) for q in QUESTIONS]
-    with Batcher(batched, retriever, workers=4, batch_size=3) as batcher:
+    with Batcher(batched, retriever, workers=4, batch_size=3, retry_alone=is_question_failure) as batcher:
         got = list(batcher.map(lambda slot, q: _calls(batcher.lm(slot), batcher.retriever(slot), q), QUESTIONS))
     for (ids, gen, scores, choice), (ids2, gen2, scores2, choice2) in zip(expected, got, strict=True):
         assert ids == ids2 and scores == scores2 and _same_generation(gen, gen2)
@@ -52,7 +56,7 @@ def test_only_calls_that_can_share_a_batch_are_batched():
     def task(slot, prompt):
         return batcher.lm(slot).generate([prompt.text], 8, stop=STOP, prefix=prompt.prefix)[0].text
 
-    with Batcher(lm, None, workers=4, batch_size=8) as batcher:
+    with Batcher(lm, None, workers=4, batch_size=8, retry_alone=is_question_failure) as batcher:
         texts = list(batcher.map(task, [closed, passages, closed, passages]))
     assert texts == [RuleLM()._reply(p.text) for p in (closed, passages, closed, passages)]
     assert sorted(len(prompts) for _, prompts in lm.calls) == [2, 2]  # one call per prefix
@@ -68,10 +72,25 @@ def test_an_error_reaches_only_the_task_whose_call_caused_it():
         except RuntimeError as err:
             return f"failed: {err}"
 
-    with Batcher(lm, OverlapRetriever(CORPUS), workers=4, batch_size=4) as batcher:
+    with Batcher(lm, OverlapRetriever(CORPUS), workers=4, batch_size=4, retry_alone=is_question_failure) as batcher:
         texts = list(batcher.map(task, QUESTIONS))
     assert [t.startswith("failed") for t in texts] == [i == 3 for i in range(len(QUESTIONS))]
     assert texts[3] == "failed: CUDA out of memory"
+
+
+def test_a_bug_in_a_shared_call_reaches_every_task_in_it():
+    lm = RuleLM(fail={"number 3?": TypeError("a bug")})
+
+    def task(slot, question):
+        try:
+            return batcher.lm(slot).generate([cot_prompt(question).text], 8)[0].text
+        except TypeError:
+            return "bug"
+
+    with Batcher(lm, None, workers=4, batch_size=4, retry_alone=is_question_failure) as batcher:
+        texts = list(batcher.map(task, QUESTIONS[:4]))
+    shared = next(prompts for _, prompts in lm.calls if any("number 3?" in p for p in prompts))
+    assert len(shared) > 1 and texts.count("bug") == len(shared)  # not retried until it passes
 
 
 def test_a_task_error_is_raised_in_item_order_and_leaving_stops_every_thread():
@@ -85,12 +104,22 @@ def test_a_task_error_is_raised_in_item_order_and_leaving_stops_every_thread():
         done.append(i)
         return i
 
-    with pytest.raises(KeyError, match="a bug"), Batcher(RuleLM(), None, workers=3, batch_size=3) as batcher:
+    with pytest.raises(KeyError, match="a bug"), Batcher(RuleLM(), None, workers=3, batch_size=3, retry_alone=is_question_failure) as batcher:
         got = []
         for result in batcher.map(task, list(range(9))):
             got.append(result)
     assert got == [0, 1]  # the results before the failing item, in order
     assert threading.active_count() == before
+
+
+@pytest.fixture
+def llama():
+    """The tiny random llama of the LM tests (float32), on one torch thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    tokenizer = byte_tokenizer()
+    yield HFCausalLM(tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama")
+    torch.set_num_threads(threads)
 
 
 def test_tiny_model_through_the_front_equals_one_prompt_at_a_time(llama):
@@ -104,7 +133,7 @@ def test_tiny_model_through_the_front_equals_one_prompt_at_a_time(llama):
         return gen, choice, lm.loglikelihood(prompt.text, [" yes", " no"])
 
     expected = [ask(llama, p) for p in prompts]
-    with Batcher(llama, None, workers=4, batch_size=4) as batcher:
+    with Batcher(llama, None, workers=4, batch_size=4, retry_alone=is_question_failure) as batcher:
         got = list(batcher.map(lambda slot, p: ask(batcher.lm(slot), p), prompts))
     for (gen, choice, scores), (gen2, choice2, scores2) in zip(expected, got, strict=True):
         assert _same_generation(gen, gen2)
