@@ -5,6 +5,14 @@
 Each pair is timed alternately `--repeats` times and the best time of each side is kept, so load
 from other processes hurts both sides alike. Decode speed is (time for N tokens - time for 1
 token), which leaves prefill out of the comparison with `model.generate`.
+
+Then evaluation throughput (`--eval-questions`, 0 to skip): the same questions through every
+method (`--methods`, over the `--index`), one question at a time as before versus
+`--concurrency` questions at once with their LM calls batched (up to `--n` prompts), without and
+with generation reuse; the reuse hit rate; and the share of answers the batched run gives
+identically (1.0 expected in float32; in bfloat16 a row's numbers depend a little on its batch).
+The gated methods use the trained prober in `--probe` when it fits the model, else a stand-in
+that rejects every answer (every round runs: the costliest path), as the output says.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ import torch
 from skillrag.lm import HFCausalLM, default_layers, load_lm
 from skillrag.prompts.cot import Prompt, cot_prompt
 
-QUESTIONS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hotpotqa" / "questions.jsonl"
+REPO = Path(__file__).resolve().parents[1]
+QUESTIONS = REPO.parent / "shared" / "data" / "hotpotqa" / "questions.jsonl"
 
 
 def read_prompts(path: Path, n: int) -> list[Prompt]:
@@ -65,6 +74,88 @@ def hf_generate(lm: HFCausalLM, texts: list[str], max_new_tokens: int, layers: l
     ]
 
 
+class RejectEverything:
+    """A stand-in prober for a model without a trained one: every answer is rejected, so the
+    gated methods run every round."""
+
+    def __init__(self, layers: list[int]) -> None:
+        self.layers = layers
+
+    def score(self, hidden) -> float:
+        return 0.0
+
+    def accepts(self, score: float) -> bool:
+        return False
+
+
+def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
+    """Questions per second through every method: one at a time (no reuse) vs batched across
+    questions, without and with generation reuse, on the same questions."""
+    import tempfile
+
+    from skillrag.data.schema import Question
+    from skillrag.eval.runner import run_method
+    from skillrag.methods import Components, ReusingLM, build_method
+    from skillrag.probe import Prober
+    from skillrag.retrieval import open_retriever
+
+    with args.questions.open() as lines:
+        rows = [json.loads(line) for line, _ in zip(lines, range(args.eval_questions))]
+    questions = [Question(r["id"], r["dataset"], r["question"], r["answers"], "eval") for r in rows]
+    retriever = open_retriever(args.backend, args.index)
+    try:
+        prober, prober_note = Prober.load(args.probe, lm.name, lm.hidden_size), f"trained prober {args.probe}"
+    except Exception as err:  # any unusable prober: the stand-in, and the output says why
+        prober = RejectEverything(default_layers(lm.num_layers))
+        prober_note = f"stand-in prober that rejects every answer ({type(err).__name__}: {str(err)[:80]})"
+
+    def run(concurrency: int, reuse: int, items: list[Question] = questions) -> tuple[float, dict[str, list], float]:
+        memory = ReusingLM(lm, reuse)
+        parts = Components(memory, retriever, prober, k=args.k, max_new_tokens=args.max_new_tokens)
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            traces = {
+                name: run_method(
+                    build_method(name, parts), items, Path(tmp) / f"{name}.jsonl", {},
+                    concurrency=concurrency, batch_size=args.n,
+                )
+                for name in args.methods
+            }
+            seconds = time.perf_counter() - start
+        return seconds, traces, memory.stats.as_dict()["hit_rate"]
+
+    run(1, 0, questions[:1])  # warm up: every prompt prefix in the prefix cache
+    one, one_traces, _ = run(1, 0)
+    batched, batched_traces, _ = run(args.concurrency, 0)
+    reused, reused_traces, hit_rate = run(args.concurrency, args.reuse_cache)
+    pairs = [
+        (a.answer, b.answer)
+        for runs in (batched_traces, reused_traces)
+        for name in args.methods
+        for a, b in zip(one_traces[name], runs[name])
+    ]
+    same = sum(a == b for a, b in pairs) / len(pairs)
+    answered = len(questions) * len(args.methods)
+    print(
+        f"\nevaluation | {len(questions)} questions x {len(args.methods)} methods ({', '.join(args.methods)}) | "
+        f"{args.backend} top-{args.k} | {args.max_new_tokens} new tokens | {prober_note} | "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    show = _table((52, 13, 13, 7, 8))
+    show("measure", "this path", "baseline", "ratio", "target")
+    for label, seconds in ((f"batched, concurrency {args.concurrency} / 1 at a time", batched), ("batched + reuse / 1 at a time", reused)):
+        show(f"answers/s: {label}", f"{answered / seconds:.2f}", f"{answered / one:.2f}", f"{one / seconds:.2f}x", ">= 3x")
+    show("generation reuse hit rate (batched + reuse)", f"{hit_rate:.1%}", "", "", "")
+    show("answers identical to 1 at a time", f"{same:.1%}", "", "", "1.0 in fp32")
+
+
+def _table(widths: tuple[int, ...]):
+    def show(*cells: str) -> None:
+        print("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)))
+
+    return show
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -74,11 +165,29 @@ def main() -> None:
     parser.add_argument("--questions", type=Path, default=QUESTIONS)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--runtime", action=argparse.BooleanOptionalAction, default=True, help="the LM runtime part")
+    parser.add_argument("--eval-questions", type=int, default=40, help="questions for evaluation throughput (0: skip)")
+    parser.add_argument("--methods", nargs="+", default=["no_retrieval", "single_step", "probing_rag", "skill_rag"])
+    parser.add_argument("--concurrency", type=int, default=8, help="questions at once in the batched runs")
+    parser.add_argument("--reuse-cache", type=int, default=1024)
+    parser.add_argument("--index", type=Path, default=REPO / "data" / "index")
+    parser.add_argument("--backend", default="bm25s")
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--probe", type=Path, default=REPO / "data" / "probe")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    lm = load_lm(args.model, device=args.device)
+    lm = load_lm(args.model, device=args.device, dtype=args.dtype)
+    if args.runtime:
+        runtime_speed(lm, args)
+    if args.eval_questions:
+        evaluation_speed(lm, args)
+
+
+def runtime_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
+    """Batching, the prefix cache, capture and decode speed of the runtime against model.generate."""
     prompts = read_prompts(args.questions, args.n)
     texts, prefix = [p.text for p in prompts], prompts[0].prefix
     layers = default_layers(lm.num_layers)
@@ -111,11 +220,7 @@ def main() -> None:
         f"{args.n} prompts x {new} new tokens ({tokens} generated), capture {len(layers)} layers | "
         f"best of {reps} | load average {os.getloadavg()[0]:.1f}"
     )
-    widths = (44, 11, 11, 7, 9)
-
-    def show(*cells: str) -> None:
-        print("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)))
-
+    show = _table((44, 11, 11, 7, 9))
     n = args.n
     show("measure", "this path", "baseline", "ratio", "target")
     show(

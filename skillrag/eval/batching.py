@@ -9,8 +9,8 @@ running task waits on a request (or after `WAIT_S`, so a slow task does not hold
 back), it serves the pending retrievals first (they are cheap, and the tasks come back with LM
 calls that join the next batch), else every pending LM call: `generate` calls that can share
 one call (same max_new_tokens, stop, capture and prefix, so the prefix KV cache is shared) run
-together, at most `batch_size` prompts per call; `loglikelihood` and `choose_and_generate` run
-one at a time. Only the scheduler touches the LM and the retriever, so native code (torch,
+together, at most `batch_size` prompts per call, prompts of similar length together (rows are
+left-padded to the longest); `loglikelihood` and `choose_and_generate` run one at a time. Only the scheduler touches the LM and the retriever, so native code (torch,
 the JVM) and signals (`skillrag.interrupts`) stay in the main thread.
 
 When a shared call raises an error that `retry_alone` accepts (a per-question runtime failure
@@ -207,6 +207,7 @@ class Batcher:
         for request in self._serving:
             groups.setdefault(request.group, []).append(request)
         for group in groups.values():
+            group.sort(key=lambda r: sum(len(p) for p in r.args[0]) if r.kind == "generate" else 0)
             for chunk in self._chunks(group):
                 self._run(chunk)
         self._serving = []
