@@ -143,6 +143,26 @@ def test_a_signal_mid_question_loses_nothing_finished_and_a_rerun_completes_the_
     assert all(name.startswith(OUTPUTS[command]) for name in new), sorted(new)
 
 
+def test_a_signal_mid_batch_keeps_the_finished_questions_and_a_rerun_completes_the_same_result(tmp_path, reference):
+    """Questions answered two at a time (lm.concurrency): the signal stops the batch in flight."""
+    workspace = make_workspace(tmp_path / "ws")
+    params = workspace / "params.yaml"
+    params.write_text(params.read_text().replace("concurrency: 1", "concurrency: 2"))
+    ready = tmp_path / "paused"
+    process = start(workspace, "evaluate", FAKE_PAUSE_AT="2", FAKE_READY=str(ready))
+    wait_for(ready, process)  # the first batch (two questions) answered, the second in flight
+    process.send_signal(signal.SIGTERM)
+    code, err = finish(process)
+    assert code == 143 and "Traceback" not in err, err[-3000:]
+    kept = [json.loads(line) for line in (workspace / "data/runs/no_retrieval/nq.jsonl").read_text().splitlines()]
+    assert [t["question_id"] for t in kept] == ["nq-eval-0", "nq-eval-1"]
+    assert all(t["termination"] != "error" for t in kept)
+
+    code, err = finish(start(workspace, "evaluate"))
+    assert code == 0, err[-3000:]
+    assert evaluate_result(workspace) == reference["evaluate"]
+
+
 def test_a_second_evaluate_on_the_same_workspace_is_refused_and_the_first_completes(tmp_path, reference):
     workspace = make_workspace(tmp_path / "ws")
     ready, release = tmp_path / "paused", tmp_path / "go-on"

@@ -195,11 +195,14 @@ class Batcher:
             self._changed.notify_all()
 
     def _serve(self) -> None:
-        """Wait until every running task waits on a request (or a task finished, or WAIT_S
-        passed), then serve the pending retrievals, else every pending LM call."""
+        """Wait until every running task waits on a request (or WAIT_S passed), then serve the
+        pending retrievals, else every pending LM call. Returns at once when a task finished:
+        its result is handed out and a new task started first, which may join the batch."""
         interrupts.check()
         with self._changed:
             self._changed.wait_for(lambda: self._news or len(self._pending) >= self._running, timeout=WAIT_S)
+            if self._news:
+                return
             searches = [r for r in self._pending if r.kind in _RETRIEVAL]
             self._serving = searches or self._pending
             self._pending = [r for r in self._pending if r.kind not in _RETRIEVAL] if searches else []
