@@ -5,6 +5,7 @@ import os
 import signal
 
 import pytest
+import torch
 
 from skillrag import interrupts
 from skillrag.data.schema import Question
@@ -235,3 +236,43 @@ def test_an_interrupt_stops_a_batched_run_keeping_only_whole_finished_traces(tmp
     stored = read_traces(out)
     assert [t.question_id for t in stored] == [q.id for q in QUESTIONS[: len(stored)]] and len(stored) < 4
     assert all(t.termination == "done" for t in stored)
+
+
+class _LayerProber(HashProber):
+    layers = [2, 3]  # the tiny model has 3 layers
+
+    def score(self, hidden) -> float:
+        return float(torch.sigmoid(hidden[2].sum() - hidden[3].sum()))
+
+
+def test_batched_runs_of_a_real_float32_model_write_the_traces_of_one_question_at_a_time(tmp_path):
+    """The tiny random llama (tests/lm/conftest.py) behind the methods: greedy rows do not
+    depend on their batch neighbours, so batched and one-at-a-time runs write the same traces,
+    up to float32 rounding in the pooled hidden states (prober scores differ by ~1e-7)."""
+    from skillrag.lm.hf import HFCausalLM
+    from tests.lm.conftest import byte_tokenizer, tiny_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    tokenizer = byte_tokenizer()
+    lm = HFCausalLM(tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama")
+    parts = Components(lm, OverlapRetriever(CORPUS), _LayerProber(), k=2, max_new_tokens=6)
+    try:
+        run_method(build_method("probing_rag", parts), MANY[:6], tmp_path / "one.jsonl", SETTINGS)
+        run_method(build_method("probing_rag", parts), MANY[:6], tmp_path / "many.jsonl", SETTINGS, concurrency=3, batch_size=3)
+    finally:
+        torch.set_num_threads(threads)
+    one, many = _lines(tmp_path / "one.jsonl"), _lines(tmp_path / "many.jsonl")
+    assert _same_up_to_rounding(many, one)
+    assert all(len(t["rounds"]) == 3 for t in one)  # closed-book, retrieval and a re-retrieval round each
+
+
+def _same_up_to_rounding(a, b) -> bool:
+    """Equal, floats within 1e-5."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, abs=1e-5)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_up_to_rounding(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_up_to_rounding(x, y) for x, y in zip(a, b))
+    return a == b
