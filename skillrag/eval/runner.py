@@ -10,11 +10,11 @@ question in flight is written (`skillrag.interrupts`).
 With `concurrency` above 1, that many questions run at once (`skillrag.eval.batching`): each on
 its own instance of the method (`Method.fork`), their LM calls batched across questions. The
 file is the same as one question at a time writes it: lines in question order (a question that
-finishes early waits for the ones before it), the same traces (in float32: the same text, tokens
-and decisions, with prober scores equal up to rounding, ~1e-7; latency aside, which then
-includes the wait for shared batches; in bfloat16 a row's numbers depend a little on its batch), the same resume, interrupt and error behaviour (a
-programming error stops the run; the traces of the questions before the first one it reaches
-are written).
+finishes early waits for the ones before it); the same traces (in float32: the same text, tokens
+and decisions, prober scores equal up to rounding, ~1e-7; in bfloat16 a row's numbers depend a
+little on its batch; latency then includes the wait for shared batches); the same resume,
+interrupt and error behaviour (a programming error stops the run; the traces of the questions
+before the first one it reaches are written).
 
 Beside it, `<dataset>.settings.json` records what the traces were run with
 (`skillrag.stages.run_settings`): the digests of the inputs and the parameters the method reads,
