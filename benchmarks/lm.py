@@ -97,6 +97,7 @@ def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
     from skillrag.eval.runner import run_method
     from skillrag.methods import Components, ReusingLM, build_method
     from skillrag.probe import Prober
+    from skillrag.probe.prober import ProbeError
     from skillrag.retrieval import open_retriever
 
     with args.questions.open() as lines:
@@ -105,11 +106,11 @@ def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
     retriever = open_retriever(args.backend, args.index)
     try:
         prober, prober_note = Prober.load(args.probe, lm.name, lm.hidden_size), f"trained prober {args.probe}"
-    except Exception as err:  # any unusable prober: the stand-in, and the output says why
+    except ProbeError as err:  # none, or one for another model: the stand-in, and the output says why
         prober = RejectEverything(default_layers(lm.num_layers))
         prober_note = f"stand-in prober that rejects every answer ({type(err).__name__}: {str(err)[:80]})"
 
-    def run(concurrency: int, reuse: int, items: list[Question] = questions) -> tuple[float, dict[str, list], float]:
+    def run(concurrency: int, reuse: int, items: list[Question] = questions) -> tuple[float, dict, float]:
         memory = ReusingLM(lm, reuse)
         parts = Components(memory, retriever, prober, k=args.k, max_new_tokens=args.max_new_tokens)
         with tempfile.TemporaryDirectory() as tmp:
@@ -143,8 +144,12 @@ def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
     )
     show = _table((52, 13, 13, 7, 8))
     show("measure", "this path", "baseline", "ratio", "target")
-    for label, seconds in ((f"batched, concurrency {args.concurrency} / 1 at a time", batched), ("batched + reuse / 1 at a time", reused)):
-        show(f"answers/s: {label}", f"{answered / seconds:.2f}", f"{answered / one:.2f}", f"{one / seconds:.2f}x", ">= 3x")
+    for label, seconds in (
+        (f"batched, concurrency {args.concurrency} / 1 at a time", batched),
+        ("batched + reuse / 1 at a time", reused),
+    ):
+        rates = f"{answered / seconds:.2f}", f"{answered / one:.2f}"
+        show(f"answers/s: {label}", *rates, f"{one / seconds:.2f}x", ">= 3x")
     show("generation reuse hit rate (batched + reuse)", f"{hit_rate:.1%}", "", "", "")
     show("answers identical to 1 at a time", f"{same:.1%}", "", "", "1.0 in fp32")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import torch
 
@@ -252,7 +253,7 @@ class HashProber:
     """A deterministic prober: P(correct) is a fixed function of the hidden state, so it accepts
     some answers and rejects others whatever order the questions run in."""
 
-    layers = [2, 4]
+    layers: ClassVar[list[int]] = [2, 4]
 
     def score(self, hidden: Mapping[int, torch.Tensor]) -> float:
         return float(torch.sigmoid(hidden[2].sum() + hidden[4].sum()))

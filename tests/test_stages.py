@@ -167,7 +167,7 @@ def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_metho
     runs, reuse, calls = [], [], []
     for concurrency, cache in ((1, 0), (3, 64)):
         lm = RuleLM()
-        monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
+        monkeypatch.setattr(runtime, "open_lm", lambda params, lm=lm: lm)
         overrides = [f"lm.concurrency={concurrency}", f"lm.reuse_cache={cache}", f"evaluate.methods={names}"]
         metrics = stages.evaluate(load_params(workspace / "params.yaml", overrides=overrides), paths)
         runs.append([[_without_latency(json.loads(line)) for line in f.read_text().splitlines()] for f in files])

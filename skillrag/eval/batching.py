@@ -10,8 +10,9 @@ back), it serves the pending retrievals first (they are cheap, and the tasks com
 calls that join the next batch), else every pending LM call: `generate` calls that can share
 one call (same max_new_tokens, stop, capture and prefix, so the prefix KV cache is shared) run
 together, at most `batch_size` prompts per call, prompts of similar length together (rows are
-left-padded to the longest); `loglikelihood` and `choose_and_generate` run one at a time. Only the scheduler touches the LM and the retriever, so native code (torch,
-the JVM) and signals (`skillrag.interrupts`) stay in the main thread.
+left-padded to the longest); `loglikelihood` and `choose_and_generate` run one at a time. Only
+the scheduler touches the LM and the retriever, so native code (torch, the JVM) and signals
+(`skillrag.interrupts`) stay in the main thread.
 
 When a shared call raises an error that `retry_alone` accepts (a per-question runtime failure
 such as out of memory, which may belong to one row or to the batch's size), its requests are
@@ -31,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from skillrag import interrupts
 from skillrag.lm.base import LM, Choice, Generation, Option, Pick
@@ -139,7 +140,7 @@ class Batcher:
     def retriever(self, slot: int) -> Retriever:
         return self._retrievers[slot]
 
-    def __enter__(self) -> Batcher:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -185,7 +186,7 @@ class Batcher:
     def _work(self, task: Callable[[int, T], R], index: int, slot: int, item: T) -> None:
         try:
             result = (True, task(slot, item))
-        except BaseException as err:  # handed to the iterating thread, which re-raises it
+        except BaseException as err:  # noqa: BLE001 - handed to the iterating thread, which re-raises it
             result = (False, err)
         with self._changed:
             self._finished[index] = result
@@ -234,7 +235,7 @@ class Batcher:
         (see the module docstring for which errors are retried request by request)."""
         try:
             results = self._execute(chunk)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - goes to the callers, who apply the error policy
             if len(chunk) > 1 and self.retry_alone(err):
                 interrupts.check()  # native code may have turned a signal into this error
                 for request in chunk:

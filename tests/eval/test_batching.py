@@ -8,9 +8,9 @@ import threading
 import pytest
 import torch
 
+from skillrag.eval.batching import Batcher
 from skillrag.lm.base import Option
 from skillrag.lm.hf import HFCausalLM
-from skillrag.eval.batching import Batcher
 from skillrag.methods.base import is_question_failure
 from skillrag.prompts.cot import STOP, cot_prompt
 from tests.fakes import CORPUS, OverlapRetriever, RuleLM
@@ -105,9 +105,8 @@ def test_a_task_error_is_raised_in_item_order_and_leaving_stops_every_thread():
         return i
 
     with pytest.raises(KeyError, match="a bug"), Batcher(RuleLM(), None, workers=3, batch_size=3, retry_alone=is_question_failure) as batcher:
-        got = []
-        for result in batcher.map(task, list(range(9))):
-            got.append(result)
+        got: list[int] = []
+        got.extend(batcher.map(task, list(range(9))))  # keeps what came before the error
     assert got == [0, 1]  # the results before the failing item, in order
     assert threading.active_count() == before
 

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+from typing import ClassVar
 
 import pytest
 import torch
@@ -239,7 +240,7 @@ def test_an_interrupt_stops_a_batched_run_keeping_only_whole_finished_traces(tmp
 
 
 class _LayerProber(HashProber):
-    layers = [2, 3]  # the tiny model has 3 layers
+    layers: ClassVar[list[int]] = [2, 3]  # the tiny model has 3 layers
 
     def score(self, hidden) -> float:
         return float(torch.sigmoid(hidden[2].sum() - hidden[3].sum()))
