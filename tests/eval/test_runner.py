@@ -13,6 +13,7 @@ from skillrag.data.schema import Question
 from skillrag.eval.runner import read_traces, run_method, settings_file
 from skillrag.files import DataError
 from skillrag.methods import Components, build_method
+from skillrag.methods.exploration import SkillExploration
 from tests.fakes import CORPUS, FakeLM, HashProber, OverlapRetriever, RuleLM
 
 QUESTIONS = [Question(f"nq-{i}", "nq", f"Question number {i}?", ["Paris"], "eval") for i in range(4)]
@@ -193,6 +194,18 @@ def test_batched_runs_write_the_traces_of_one_question_at_a_time(tmp_path, name)
     if name == "skill_rag":  # the paths the comparison covers: routed retries and accepted answers
         assert {"accepted", "exhausted"} <= {t.termination for t in traces}
         assert any(r.router_scores for t in traces for r in t.rounds)
+
+
+def test_batched_skill_exploration_writes_the_traces_of_one_question_at_a_time(tmp_path):
+    """train_router's method: each question in flight explores on its own fork."""
+    def explorer(lm):
+        parts = Components(lm, OverlapRetriever(CORPUS), None, k=2, max_new_tokens=16, state_layers=(2, 4))
+        return SkillExploration(parts, lambda answer, golds: answer in golds)
+
+    traces = run_method(explorer(RuleLM()), MANY, tmp_path / "one.jsonl", SETTINGS)
+    run_method(explorer(RuleLM()), MANY, tmp_path / "many.jsonl", SETTINGS, concurrency=4, batch_size=4)
+    assert _lines(tmp_path / "many.jsonl") == _lines(tmp_path / "one.jsonl")
+    assert any(len(t.rounds) > 1 for t in traces)  # skills were explored
 
 
 def test_batched_runs_record_runtime_failures_as_error_traces(tmp_path):
