@@ -131,4 +131,4 @@ def test_dvc_status_follows_exactly_the_keys_each_stage_reads(tmp_path):
     assert stale_after(lambda t: t["profiles"]["paper"].update({"lm.max_new_tokens": 512})) == set()
     assert stale_after(lambda t: t["probe"].update(threshold=0.1)) == {"evaluate"}
     assert stale_after(lambda t: t["probe"].update(lr=0.5)) == {"train_probe"}
-    assert stale_after(lambda t: t["lm"].update(threads=1, batch_size=2)) == set()
+    assert stale_after(lambda t: t["lm"].update(threads=1, batch_size=2, concurrency=2, reuse_cache=0)) == set()
