@@ -240,6 +240,7 @@ def exp(
     """Run the whole pipeline under a profile as a DVC experiment in a temporary copy of the project
     (`dvc exp run --temp -S ...`): params.yaml, dvc.lock, data/ and reports/ stay as they are.
     See the results with `dvc exp show`; keep them with `dvc exp apply <name>`."""
+    import os
     import shlex
     import subprocess
 
@@ -250,8 +251,9 @@ def exp(
         command += ["-S", override]
     command += dvc_args or []
     console.print(shlex.join(command), highlight=False, soft_wrap=True)
-    if not dry_run:
-        raise typer.Exit(subprocess.run(command, cwd=state.params_file.resolve().parent).returncode)
+    if not dry_run:  # dvc, and the stages' `skillrag` commands, from this interpreter's environment
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        raise typer.Exit(subprocess.run(command, cwd=state.params_file.resolve().parent, env=env).returncode)
 
 
 @app.command("lm-cache")
