@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import torch
 
@@ -26,6 +26,9 @@ from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 from skillrag.retrieval.base import Hit, Retriever
 from skillrag.skills.base import FailureState, Router, Routing
 from skillrag.skills.text import query_key
+
+if TYPE_CHECKING:
+    from skillrag.methods.complexity import ComplexityClassifier
 
 OnRound = Callable[[Round], None]
 
@@ -46,7 +49,8 @@ class Components:
     """Everything a method runs on. `router`: a ready router (the learned one); None builds the
     prompt router from the LM when `params.router` is "prompt". `state_layers`: each answer's
     hidden vector, the mean over these layers, is kept in its round (training data for the
-    learned router); empty: none."""
+    learned router); empty: none. `classifier`: Adaptive-RAG's query-complexity classifier
+    (skillrag.methods.complexity), None when no method needs it."""
 
     lm: LM
     retriever: Retriever
@@ -56,6 +60,7 @@ class Components:
     max_new_tokens: int = 96
     router: Router | None = None
     state_layers: tuple[int, ...] = ()
+    classifier: ComplexityClassifier | None = None
 
     @classmethod
     def from_params(
@@ -66,6 +71,7 @@ class Components:
         prober: Prober | None = None,
         router: Router | None = None,
         state_layers: Sequence[int] = (),
+        classifier: ComplexityClassifier | None = None,
     ) -> Components:
         return cls(
             lm,
@@ -76,13 +82,17 @@ class Components:
             params.lm.max_new_tokens,
             router,
             tuple(state_layers),
+            classifier,
         )
 
 
 
-def open_components(params: Params, paths: Paths, needs_prober: bool, lm: LM | None = None) -> Components:
+def open_components(
+    params: Params, paths: Paths, needs_prober: bool, lm: LM | None = None, needs_classifier: bool = False
+) -> Components:
     """Everything a method needs, opened from params; the prober only when `needs_prober` (the
-    baselines run without), the learned router when `methods.router` is "learned"."""
+    baselines run without), the learned router when `methods.router` is "learned", the
+    query-complexity classifier only when `needs_classifier` (Adaptive-RAG)."""
     from skillrag import runtime
 
     retriever = runtime.open_retriever(params, paths)
@@ -93,7 +103,12 @@ def open_components(params: Params, paths: Paths, needs_prober: bool, lm: LM | N
         from skillrag.skills.learned_router import load_learned_router
 
         router = load_learned_router(paths.router, expected_hidden_size=lm.hidden_size)
-    return Components.from_params(params, lm, retriever, prober, router)
+    classifier = None
+    if needs_classifier:
+        from skillrag.methods.complexity import load_classifier
+
+        classifier = load_classifier(paths.adaptive, lm)
+    return Components.from_params(params, lm, retriever, prober, router, classifier=classifier)
 
 class Meter:
     """Costs accumulated since the last `take`."""
@@ -245,6 +260,20 @@ class Session:
         attempt = answer_with(
             m.lm, self.question.question, passages, m.parts.prober, m.parts.max_new_tokens, m.parts.state_layers
         )
+        return self.record_attempt(stage, queries, attempt, routing, fallbacks)
+
+    def record_attempt(
+        self,
+        stage: str,
+        queries: Sequence[str],
+        attempt: Attempt,
+        routing: Routing | None = None,
+        fallbacks: Sequence[str] = (),
+    ) -> Attempt:
+        """Record the round that issued `queries` and answered with `attempt` (over its passages),
+        which becomes the latest attempt: also for methods that form their answers themselves."""
+        m = self.method
+        passages = attempt.passages
         state = None
         if m.parts.state_layers and attempt.hidden is not None:
             state = state_vector(attempt.hidden, m.parts.state_layers).tolist()
@@ -336,16 +365,23 @@ class Method(ABC):
 
     name: ClassVar[str]
     needs_prober: ClassVar[bool] = False
+    needs_classifier: ClassVar[bool] = False
+    # Whether the method is meant to retrieve, and what decides when it does (the param or
+    # artifact to check): the runs gate fails a retrieving method that never retrieved on a
+    # dataset, naming `trigger` (skillrag.quality.runs).
+    retrieves: ClassVar[bool] = True
+    trigger: ClassVar[str] = "nothing (it always retrieves): check the index and the retriever"
     # The inputs (questions, model, prompts, index, prober, router) and dotted params its traces
     # depend on: the run settings record exactly these, so a resumed run is refused only for a
     # change the method would see (skillrag.stages.run_settings).
     reads: ClassVar[tuple[str, ...]] = ("questions", "model", "prompts", "lm.max_new_tokens")
 
-    def __init__(self, parts: Components) -> None:
+    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
+        """`meter`: count on another method's meter (a method that runs others as its steps)."""
         if self.needs_prober and parts.prober is None:
             raise ValueError(f"method {self.name!r} needs a trained prober")
         self.parts = parts
-        self.meter = Meter()
+        self.meter = meter if meter is not None else Meter()
         self.lm = MeteredLM(parts.lm, self.meter)
         self.retriever = MeteredRetriever(parts.retriever, self.meter)
 
