@@ -167,3 +167,36 @@ def run_method(
             if on_trace is not None:
                 on_trace(trace)
     return [done[q.id] for q in questions]
+
+
+def part_file(out_file: Path, shard: int) -> Path:
+    """Where shard `shard` of a sharded run (skillrag.stages.evaluation) writes its traces: a file
+    of its own beside `out_file`, so no two workers ever append to the same file."""
+    return out_file.with_name(f"{out_file.stem}.part-{shard}.jsonl")
+
+
+def merge_parts(out_file: Path, questions: Sequence[Question], settings: Mapping[str, Any]) -> list[Trace]:
+    """Fold the part files of a sharded run (`part_file`) into `out_file`, then delete them; returns
+    the traces of `questions` in question order (as `run_method` does).
+
+    One trace per question: a part's trace replaces the file's (a retried error trace). The file
+    is rewritten atomically in question order (traces of other questions after them), so a kill
+    at any point leaves either the parts or the merged file, and merging again gives the same
+    result. Every file's settings are checked as a resume checks them."""
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    written = _read(out_file)
+    _claim(out_file, settings, len(written))
+    merged = {trace.question_id: (line, trace) for line, trace in written}
+    parts = sorted(out_file.parent.glob(f"{out_file.stem}.part-*.jsonl"))
+    for part in parts:
+        lines = _read(part)
+        _claim(part, settings, len(lines))
+        merged.update((trace.question_id, (line, trace)) for line, trace in lines)
+    if parts:
+        asked = {q.id for q in questions}
+        order = [q.id for q in questions if q.id in merged] + [qid for qid in merged if qid not in asked]
+        replace_text(out_file, "".join(f"{merged[qid][0]}\n" for qid in order))
+        for part in parts:
+            part.unlink()
+            settings_file(part).unlink(missing_ok=True)
+    return [merged[q.id][1] for q in questions if q.id in merged]

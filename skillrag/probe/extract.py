@@ -9,7 +9,12 @@ Each row is labelled by the strict answer's ACC (a normalised gold's tokens occu
 Resumable: finished rows are checkpointed as shards in `<out>.partial/` every few rows or seconds
 (`extract.checkpoint_rows`, `extract.checkpoint_seconds`); a re-run with the same inputs (same
 fingerprint: model, retrieval backend and parameters, index, prompts, questions) skips finished
-(question, strategy) pairs, and the folder replaces `<out>` only when every pair is done.
+(question, strategy) pairs, and the folder replaces `<out>` only when every pair is done; an
+`<out>` already written with the same fingerprint is kept as it is.
+
+Sharded (skillrag.stages.states): each worker runs `extract_states` on a contiguous slice of the
+questions into a folder of its own, resumable as above, and `merge_states` writes `<out>` from
+the finished folders with the rows in the order one run writes them.
 """
 
 from __future__ import annotations
@@ -23,15 +28,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from tqdm import tqdm
 
 from skillrag import interrupts
 from skillrag.data.schema import Question
 from skillrag.eval.metrics import score_answer
-from skillrag.files import publish, write_json
+from skillrag.files import atomic_path, publish, write_json
 from skillrag.lm.base import LM, Generation, default_layers
-from skillrag.probe.states import read_rows, write_shard
+from skillrag.probe.states import ROW_COLUMNS, load_features, read_meta, read_rows, write_shard
 from skillrag.prompts import load_prompt
 from skillrag.prompts.cot import STOP, Prompt, cot_prompt, parse_answer
 from skillrag.retrieval.base import Retriever
@@ -76,13 +82,13 @@ def _chunks(items: Sequence[Task], size: int) -> Iterator[Sequence[Task]]:
         yield items[start : start + size]
 
 
-def _prompts(tasks: Sequence[Task], retriever: Retriever | None, k: int) -> list[Prompt]:
+def _prompts(tasks: Sequence[Task], retriever: Retriever | None, k: int, passage_words: int | None) -> list[Prompt]:
     needs_passages = [q.question for q, strategy in tasks if strategy == "single_step"]
     if needs_passages and retriever is None:
         raise ValueError("strategy single_step needs a retriever")
     hits = iter(retriever.batch_search(needs_passages, k) if needs_passages else [])
     return [
-        cot_prompt(q.question, [h.passage for h in next(hits)] if strategy == "single_step" else ())
+        cot_prompt(q.question, [h.passage for h in next(hits)] if strategy == "single_step" else (), passage_words)
         for q, strategy in tasks
     ]
 
@@ -119,9 +125,11 @@ def run_chunk(
     max_new_tokens: int,
     batch_size: int,
     on_batch: Callable[[int], None] = lambda n: None,
+    passage_words: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int, torch.Tensor]]:
-    """Answer every task, batching prompts that share a few-shot prefix; `on_batch(n)` after each batch."""
-    prompts = _prompts(tasks, retriever, k)
+    """Answer every task, batching prompts that share a few-shot prefix; `on_batch(n)` after each
+    batch; passages cut to `passage_words` words."""
+    prompts = _prompts(tasks, retriever, k, passage_words)
     rows: list[dict[str, Any]] = []
     hidden: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
     for start in range(0, len(tasks), batch_size):
@@ -156,21 +164,26 @@ def extract_states(
     batch_size: int,
     checkpoint_rows: int,
     checkpoint_seconds: float,
+    passage_words: int | None = None,
 ) -> dict[str, Any]:
     """Write `out_dir` (see skillrag.probe.states); returns a summary with row counts per label.
 
     Finished rows are checkpointed as a shard after `checkpoint_rows` rows or `checkpoint_seconds`,
     whichever comes first (checked after each batch), so an interrupt or a kill loses little.
     A signal (skillrag.interrupts) stops the run after the last whole shard; the rows in flight
-    are dropped. `inputs`: see `fingerprint`."""
+    are dropped. `inputs`: see `fingerprint` (it must name `passage_words`, e.g. in the retrieval
+    params, as the stage's does)."""
     out_dir = Path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
     meta = {
         "model": lm.name,
+        "identity": inputs.get("model"),  # name, dtype, weights digest, licence: recorded in probe.json
         "layers": list(layers),
         "hidden_size": lm.hidden_size,
         "fingerprint": fingerprint(inputs, layers, strategies, max_new_tokens, questions),
     }
+    if (out_dir / "meta.json").exists() and read_meta(out_dir)["fingerprint"] == meta["fingerprint"]:
+        return _summary(read_rows(out_dir), len(list(out_dir.glob("shard-*.parquet"))))
     recorded = json.loads((work / "meta.json").read_text()) if (work / "meta.json").exists() else {}
     if work.exists() and recorded.get("fingerprint") != meta["fingerprint"]:
         shutil.rmtree(work)  # inputs changed: the partial rows would be wrong
@@ -185,7 +198,9 @@ def extract_states(
     saved = time.monotonic()
     with tqdm(total=len(questions) * len(strategies), initial=len(done), desc="extract", unit="answer") as bar:
         for number, batch in enumerate(_chunks(todo, batch_size), start=1):
-            batch_rows, batch_hidden = run_chunk(lm, retriever, batch, layers, k, max_new_tokens, batch_size, bar.update)
+            batch_rows, batch_hidden = run_chunk(
+                lm, retriever, batch, layers, k, max_new_tokens, batch_size, bar.update, passage_words
+            )
             interrupts.check()  # rows cut short by a signal are never written
             rows += batch_rows
             for layer in layers:
@@ -197,10 +212,55 @@ def extract_states(
                 shard, rows, saved = shard + 1, [], time.monotonic()
                 hidden = {layer: [] for layer in layers}
     publish(work, out_dir)
-    rows = read_rows(out_dir)
+    return _summary(read_rows(out_dir), shard)
+
+
+def merge_states(
+    parts: Sequence[Path],
+    out_dir: Path,
+    *,
+    inputs: Mapping[str, Any],
+    strategies: Sequence[str],
+    max_new_tokens: int,
+    questions: Sequence[Question],
+    checkpoint_rows: int,
+) -> dict[str, Any]:
+    """Write `out_dir` from `parts`, the finished outputs of `extract_states` over contiguous slices
+    of `questions` (same inputs and settings): the rows in the order one run over all `questions`
+    writes them (strategy, then question), in shards of `checkpoint_rows`, with the meta one run
+    writes. Published atomically; returns `extract_states`' summary."""
+    metas = [read_meta(part) for part in parts]
+    frames = [read_rows(part) for part in parts]
+    features = [load_features(part, frame) for part, frame in zip(parts, frames)]
+    layers = metas[0]["layers"]
+    rows = pd.concat(frames, ignore_index=True)
+    hidden = {layer: torch.cat([f[layer] for f in features]) for layer in layers}
+    position = {(q.id, strategy): n for n, (strategy, q) in enumerate((s, q) for s in strategies for q in questions)}
+    order = sorted(range(len(rows)), key=lambda i: position[(rows.at[i, "id"], rows.at[i, "strategy"])])
+    rows = rows.iloc[order][ROW_COLUMNS].reset_index(drop=True)
+    meta = {
+        "model": metas[0]["model"],
+        "layers": layers,
+        "hidden_size": metas[0]["hidden_size"],
+        "fingerprint": fingerprint(inputs, layers, strategies, max_new_tokens, questions),
+    }
+    starts = range(0, len(rows), checkpoint_rows)
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        for number, start in enumerate(starts):
+            chosen = order[start : start + checkpoint_rows]
+            write_shard(
+                tmp, number, rows.iloc[start : start + checkpoint_rows].to_dict("records"),
+                {layer: hidden[layer][chosen] for layer in layers},
+            )
+        write_json(tmp / "meta.json", meta)
+    return _summary(read_rows(out_dir), len(starts))
+
+
+def _summary(rows: pd.DataFrame, shards: int) -> dict[str, Any]:
     return {
         "rows": len(rows),
-        "shards": shard,
+        "shards": shards,
         "by_split_strategy_label": {
             f"{split}/{strategy}/acc={label}": int(n)
             for (split, strategy, label), n in rows.groupby(["split", "strategy", "acc"]).size().items()
