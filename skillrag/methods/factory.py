@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from skillrag.methods.adaptive_rag import AdaptiveRAG
 from skillrag.methods.base import Components, Method
+from skillrag.methods.ircot import IRCoT
 from skillrag.methods.probing_rag import ProbingRAG
 from skillrag.methods.simple import NoRetrieval, SingleStep
 from skillrag.methods.skill_rag import SkillRAG
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (NoRetrieval, SingleStep, ProbingRAG, SkillRAG)}
+METHODS: dict[str, type[Method]] = {
+    m.name: m
+    for m in (
+        NoRetrieval,
+        SingleStep,
+        ProbingRAG,
+        SkillRAG,
+        IRCoT,
+        AdaptiveRAG,
+    )
+}
 
 
 def build_method(name: str, parts: Components) -> Method:

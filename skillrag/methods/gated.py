@@ -14,6 +14,7 @@ class GatedRAG(Method):
     final answer is the last round's."""
 
     needs_prober = True
+    trigger = "probe.threshold (the prober accepted every closed-book answer)"
     reads = (*Method.reads, *RETRIEVAL_READS, "prober", "probe.threshold", "methods.max_rounds")
 
     def run(self, session: Session) -> None:

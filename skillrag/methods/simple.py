@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from skillrag.methods.base import Method, Session
 
-RETRIEVAL_READS = ("index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b")
+RETRIEVAL_READS = ("index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words")
 
 
 class NoRetrieval(Method):
     """Closed-book CoT answer; the prober's score is recorded when a prober is given."""
 
     name = "no_retrieval"
+    retrieves = False
 
     def run(self, session: Session) -> None:
         session.answer_round("no_retrieval")

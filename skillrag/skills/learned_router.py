@@ -91,9 +91,14 @@ class LearnedRouter:
             )
 
 
-def load_learned_router(directory: str | Path, expected_hidden_size: int | None = None) -> LearnedRouter:
+def load_learned_router(
+    directory: str | Path,
+    expected_hidden_size: int | None = None,
+    rebuild: str = "`skillrag train-router` (or `dvc repro train_router`)",
+) -> LearnedRouter:
     """Read a saved router, checking its weights against the sha256 in its record; refuse one
-    trained on another hidden size (another model)."""
+    trained on another hidden size (another model). `rebuild`: the command that trains it (the
+    same linear model serves Adaptive-RAG's complexity classifier)."""
     directory = Path(directory)
     if not (directory / RECORD).is_file() or not (directory / WEIGHTS).is_file():
         status = directory / STATUS
@@ -102,7 +107,7 @@ def load_learned_router(directory: str | Path, expected_hidden_size: int | None 
             f"no learned router at {directory}{why}; run `skillrag train-router` "
             "(or `dvc repro train_router`), or use methods.router=prompt"
         )
-    rebuild = "retrain it with `skillrag train-router` (or `dvc repro train_router`)"
+    rebuild = f"retrain it with {rebuild}"
     try:
         record = json.loads((directory / RECORD).read_text())
         recorded = record["sha256"]
@@ -113,7 +118,7 @@ def load_learned_router(directory: str | Path, expected_hidden_size: int | None 
     if expected_hidden_size is not None and record["hidden_size"] != expected_hidden_size:
         raise ValueError(
             f"the learned router at {directory} reads hidden size {record['hidden_size']}, "
-            f"the current model has {expected_hidden_size}: retrain it"
+            f"the current model has {expected_hidden_size}: {rebuild}"
         )
     arrays = load_file(str(directory / WEIGHTS))
     return LearnedRouter(

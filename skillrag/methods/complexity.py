@@ -1,0 +1,112 @@
+"""Adaptive-RAG's query-complexity classifier (Jeong et al. 2024), trained here because the
+original T5 checkpoint is no longer published.
+
+Three strategies, simplest first: A = no_retrieval, B = single_step, C = ircot. A question's
+silver label is the simplest strategy that answered it right; a question none answers gets its
+dataset's default (C for the multi-hop sets, else B), as in the paper.
+
+Features: the question's hidden state from the same LM, read in one call the LM already offers:
+`generate` on the closed-book CoT prompt with one new token and the resolved `lm.layers`
+captured, so the state is that of the prompt's end and the first answer token (mean over the
+layers). One prefill and one step, its few-shot prefix KV shared with no_retrieval's prompt; no
+new LM call type, so batching (skillrag.eval.batching), reuse and metering pass it through
+unchanged. The classifier is the learned router's linear model (a standardised logistic
+regression, stored as safetensors: loading runs no code) beside a record naming the model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from skillrag.files import DataError, atomic_path, digest, write_json
+from skillrag.lm.base import LM, state_vector
+from skillrag.prompts.cot import STOP, cot_prompt
+from skillrag.skills.base import Routing
+from skillrag.skills.learned_router import LearnedRouter, fit_router, load_learned_router
+
+STRATEGIES = ("no_retrieval", "single_step", "ircot")  # A, B, C: simplest first
+MULTI_HOP = frozenset({"hotpotqa", "musique", "2wiki"})
+RECORD, LINEAR = "classifier.json", "linear"
+REBUILD = "`skillrag train-adaptive` (or `dvc repro train_adaptive`)"
+
+
+def default_strategy(dataset: str) -> str:
+    """The label of a question no strategy answers: multi-step for multi-hop sets, else single-step."""
+    return "ircot" if dataset in MULTI_HOP else "single_step"
+
+
+def silver_label(correct: Mapping[str, bool], dataset: str) -> str:
+    """The simplest strategy that answered right (`correct`: strategy -> right?), else the default."""
+    return next((s for s in STRATEGIES if correct[s]), default_strategy(dataset))
+
+
+def question_states(lm: LM, questions: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+    """[len(questions), hidden] features, one generate call for all of them (see the module docstring)."""
+    prompts = [cot_prompt(question) for question in questions]
+    generations = lm.generate(
+        [p.text for p in prompts], 1, stop=STOP, capture=list(layers), prefix=prompts[0].prefix
+    )
+    if any(g.hidden is None for g in generations):
+        raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {list(layers)}")
+    return np.stack([state_vector(g.hidden, layers) for g in generations])
+
+
+@dataclass(frozen=True, eq=False)
+class ComplexityClassifier:
+    """The linear model over question states and the model whose states it reads."""
+
+    model: str
+    linear: LearnedRouter
+
+    def predict(self, x: np.ndarray) -> list[str]:
+        return [self.linear.classes[i] for i in self.linear.probabilities(x).argmax(axis=-1)]
+
+    def choose(self, lm: LM, question: str) -> Routing:
+        """The strategy for `question`, with every strategy's probability."""
+        probs = self.linear.probabilities(question_states(lm, [question], self.linear.layers))[0]
+        scores = {strategy: float(p) for strategy, p in zip(self.linear.classes, probs)}
+        return Routing(self.linear.classes[int(probs.argmax())], scores)
+
+    def save(self, directory: str | Path) -> None:
+        with atomic_path(directory) as tmp:
+            tmp.mkdir()
+            self.linear.save(tmp / LINEAR)
+            files = sorted((tmp / LINEAR).glob("*"))
+            write_json(
+                tmp / RECORD,
+                {
+                    "model": self.model,
+                    "strategies": list(self.linear.classes),
+                    "layers": list(self.linear.layers),
+                    "hidden_size": int(self.linear.mean.shape[0]),
+                    "sha256": digest(*files),
+                },
+            )
+
+
+def fit_classifier(
+    x: np.ndarray, labels: Sequence[str], layers: Sequence[int], model: str, c: float = 1.0
+) -> ComplexityClassifier:
+    return ComplexityClassifier(model, fit_router(x, labels, layers, c))
+
+
+def load_classifier(directory: str | Path, lm: LM) -> ComplexityClassifier:
+    """The saved classifier, refused when missing, altered, or trained on another model's states."""
+    directory = Path(directory)
+    if not (directory / RECORD).is_file():
+        raise FileNotFoundError(f"no query-complexity classifier at {directory}: run {REBUILD}")
+    record = json.loads((directory / RECORD).read_text())
+    if digest(*sorted((directory / LINEAR).glob("*"))) != record.get("sha256"):
+        raise DataError(f"{directory} is altered (its sha256 differs from {RECORD}): retrain it with {REBUILD}")
+    if record["model"] != lm.name:
+        raise ValueError(
+            f"the classifier at {directory} reads {record['model']!r}'s states, the current model is "
+            f"{lm.name!r}: retrain it with {REBUILD}"
+        )
+    linear = load_learned_router(directory / LINEAR, expected_hidden_size=lm.hidden_size, rebuild=REBUILD)
+    return ComplexityClassifier(record["model"], linear)
