@@ -47,6 +47,7 @@ class IndexParams(_Section):
 class RetrievalParams(_Section):
     backend: Literal["lucene", "bm25s"] = "lucene"
     k: int = Field(5, ge=1)
+    passage_words: int | None = Field(100, ge=1)  # words per passage in answer prompts (null = whole): bounds prefill
     k1: float = 0.9
     b: float = 0.4
 
@@ -54,7 +55,8 @@ class RetrievalParams(_Section):
 class LMParams(_Section):
     model: str = "smollm2-135m"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 on GPU and bf16-capable CPUs
+    prompt_format: Literal["auto", "plain", "chat"] = "auto"  # auto: the bundled model's measured format, else plain
     max_new_tokens: int = Field(96, ge=1)
     batch_size: int = Field(8, ge=1)
     threads: int | None = Field(None, ge=1)  # torch CPU threads; None = torch's default
@@ -90,11 +92,39 @@ class ProbeParams(_Section):
         return self.model_dump(exclude={"threshold", "min_dev_auroc", "allow_below_entropy"})
 
 
+class IrcotParams(_Section):
+    max_steps: int = Field(4, ge=1)  # reasoning sentences, each after a retrieval; the last keeps the whole continuation
+    max_passages: int = Field(15, ge=1)  # passages kept across steps (IRCoT paper: 15), newest interleaved first
+
+
+Threshold = Literal["auto"] | Annotated[float, Field(ge=0)]  # auto: tuned on dev (skillrag tune-thresholds)
+
+
+class FlareParams(_Section):
+    theta: Literal["auto"] | Annotated[float, Field(gt=0, lt=1)] = "auto"  # retrieve when a look-ahead token's probability is below theta
+    look_ahead: int = Field(32, ge=1)  # tokens generated per look-ahead (the next sentence is taken from them)
+    max_iterations: int = Field(8, ge=1)  # sentences at most, each with at most one retrieval
+
+
+class DraginParams(_Section):
+    threshold: Threshold = "auto"  # retrieve at the first token whose RIND (entropy x attention received x real word) exceeds it
+    query_words: int = Field(6, ge=1)  # QFS: real words of the context the last position attends to most
+    max_retrievals: int = Field(3, ge=1)  # retrievals at most per question
+
+
+class EntropyRAGParams(_Section):
+    cut: Threshold = "auto"  # accept an answer when its mean token entropy is at most the cut
+
+
 class MethodsParams(_Section):
     max_rounds: int = Field(3, ge=1)
     exit_mode: Literal["answer", "abstain"] = "answer"
     abstain_answer: str = "I cannot answer this question."
     router: Literal["prompt", "learned"] = "prompt"
+    ircot: IrcotParams = IrcotParams()  # IRCoT, also Adaptive-RAG's multi-step strategy
+    flare: FlareParams = FlareParams()  # FLARE-direct (Jiang et al. 2023)
+    dragin: DraginParams = DraginParams()  # DRAGIN (Su et al. 2024)
+    entropy_rag: EntropyRAGParams = EntropyRAGParams()  # Probing-RAG's loop gated by mean token entropy
 
 
 class RouterParams(_Section):
@@ -103,13 +133,42 @@ class RouterParams(_Section):
     c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
 
 
+class AdaptiveParams(_Section):
+    train_questions: int = Field(90, ge=1)  # train questions (round-robin over the train datasets) silver-labelled by running A, B and C
+    dev_questions: int = Field(60, ge=1)  # dev questions labelled the same way: the classifier's accuracy and confusion matrix
+    c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
+
+
+class TuneThresholdsParams(_Section):
+    # the share of dev questions each trigger sends to retrieval: probing_rag = the share whose
+    # closed-book answer the prober rejects (Probing-RAG's stage-1 retrieval rate), or a number
+    target_retrieval_rate: Literal["probing_rag"] | Annotated[float, Field(ge=0, le=1)] = "probing_rag"
+    questions: int | None = Field(None, ge=1)  # dev questions used (first N by id; None = all)
+
+
 class EvaluateParams(_Section):
-    methods: list[Literal["no_retrieval", "single_step", "probing_rag", "skill_rag"]] = [
+    methods: list[
+        Literal[
+            "no_retrieval", "single_step", "probing_rag", "skill_rag", "ircot", "adaptive_rag",
+            "flare", "dragin", "entropy_rag",
+        ]
+    ] = [
         "no_retrieval", "single_step", "probing_rag", "skill_rag"
     ]
     datasets: list[Dataset] = list(DATASETS)
     limit: int | None = Field(None, ge=1)  # first N eval questions per dataset (None = all)
     max_error_rate: float = Field(0.05, ge=0.0, le=1.0)  # the runs gate fails above this share of error traces
+
+
+class AnalyzeParams(_Section):
+    folds: int = Field(5, ge=2)  # k of the k-fold linear probe of skill from failure state (fewer when a skill has fewer states)
+    tsne_min_points: int = Field(10, ge=5)  # fewer failure states: PCA only, t-SNE is skipped (its neighbourhoods mean nothing)
+    seed: int = 0  # t-SNE and fold shuffling
+
+
+class ReportParams(_Section):
+    cases: int = Field(3, ge=0)  # case studies rendered from real skill_rag traces
+    against: str = "HEAD"  # git ref whose committed metrics "Change against the base" compares with
 
 
 class Params(_Section):
@@ -122,7 +181,11 @@ class Params(_Section):
     probe: ProbeParams = ProbeParams()
     methods: MethodsParams = MethodsParams()
     train_router: RouterParams = RouterParams()
+    train_adaptive: AdaptiveParams = AdaptiveParams()
+    tune_thresholds: TuneThresholdsParams = TuneThresholdsParams()
     evaluate: EvaluateParams = EvaluateParams()
+    analyze: AnalyzeParams = AnalyzeParams()
+    report: ReportParams = ReportParams()
     profiles: dict[str, dict[str, Any]] = {}
 
     def resolved(self) -> dict[str, Any]:

@@ -8,7 +8,8 @@ a profile never rewrites the committed reports or the DVC-tracked data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -18,6 +19,7 @@ WORKSPACES = "workspaces"
 @dataclass(frozen=True)
 class Paths:
     root: Path = Path(".")
+    custom: str | None = None  # a named evaluation on the user's questions (`for_custom`)
 
     @classmethod
     def for_profile(cls, project: Path, profile: str | None) -> Paths:
@@ -26,14 +28,33 @@ class Paths:
             return cls(project)
         return cls(project / WORKSPACES / profile)
 
+    def for_custom(self, name: str) -> Paths:
+        """The paths of `skillrag evaluate --questions PATH --name NAME`: its own questions and traces
+        (data/custom/NAME/), metrics (reports/custom/NAME/) and lock; everything else (index,
+        prober, router) is this workspace's. The default pipeline's outputs are never written."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+            raise ValueError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only (it names a folder)")
+        return replace(self, custom=name)
+
+    @property
+    def _data(self) -> Path:
+        """Where the evaluation's own data goes: data/, or data/custom/NAME/."""
+        return self.root / "data" if self.custom is None else self.root / "data" / "custom" / self.custom
+
+    @property
+    def results(self) -> Path:
+        """Where the evaluation's metrics go: reports/, or reports/custom/NAME/."""
+        return self.reports if self.custom is None else self.reports / "custom" / self.custom
+
     @property
     def locks(self) -> Path:
         """Lock files of running stages (skillrag.stages.exclusive): git-ignored, never a DVC output."""
-        return self.root / ".skillrag" / "locks"
+        locks = self.root / ".skillrag" / "locks"
+        return locks if self.custom is None else locks / "custom" / self.custom
 
     @property
     def questions(self) -> Path:
-        return self.root / "data" / "questions"
+        return self._data / "questions"
 
     def question_file(self, split: str, dataset: str) -> Path:
         return self.questions / split / f"{dataset}.jsonl"
@@ -64,7 +85,7 @@ class Paths:
 
     @property
     def runs(self) -> Path:
-        return self.root / "data" / "runs"
+        return self._data / "runs"
 
     def run_file(self, method: str, dataset: str) -> Path:
         return self.runs / method / f"{dataset}.jsonl"
@@ -72,12 +93,12 @@ class Paths:
     @property
     def metrics(self) -> Path:
         """The headline numbers per method and dataset (DVC metrics)."""
-        return self.root / "reports" / "metrics.json"
+        return self.results / "metrics.json"
 
     @property
     def metrics_detail(self) -> Path:
         """Every summary number: intervals, flexible scores, token and latency costs, counts."""
-        return self.root / "reports" / "metrics_detail.json"
+        return self.results / "metrics_detail.json"
 
     @property
     def reports(self) -> Path:
@@ -98,3 +119,42 @@ class Paths:
     @property
     def router_metrics(self) -> Path:
         return self.reports / "router_metrics.json"
+
+    @property
+    def analysis(self) -> Path:
+        """The failure-space analysis' numbers (DVC metrics); its figures are in `figures`."""
+        return self.reports / "analysis.json"
+
+    @property
+    def report(self) -> Path:
+        """The report a reviewer reads (committed); a named evaluation's beside its metrics."""
+        return self.results / "report.md"
+
+    @property
+    def data_docs(self) -> Path:
+        """The Great Expectations file context whose Data Docs render the gates' results (DVC-tracked)."""
+        return self.root / "data" / "data_docs"
+
+    @property
+    def adaptive(self) -> Path:
+        """Adaptive-RAG's query-complexity classifier (stage train_adaptive)."""
+        return self.root / "data" / "adaptive"
+
+    def adaptive_traces(self, split: str, strategy: str) -> Path:
+        """The traces that silver-label the classifier's `split` questions: one file per strategy."""
+        return self.root / "data" / "adaptive_traces" / split / f"{strategy}.jsonl"
+
+    @property
+    def adaptive_metrics(self) -> Path:
+        return self.reports / "adaptive_metrics.json"
+
+    @property
+    def thresholds(self) -> Path:
+        """The retrieving baselines' trigger thresholds tuned on dev (stage tune_thresholds), read
+        by flare, dragin and entropy_rag when their threshold param is `auto`."""
+        return self.root / "data" / "thresholds" / "thresholds.json"
+
+    @property
+    def thresholds_report(self) -> Path:
+        """The chosen thresholds and the dev retrieval rate each gives."""
+        return self.reports / "thresholds.json"
