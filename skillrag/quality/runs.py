@@ -1,5 +1,7 @@
 """The runs gate (in `evaluate`, before the metrics are published): one trace per question and
-method, known terminations, explained errors, an error-rate cap."""
+method, known terminations, explained errors, an error-rate cap, and every method meant to
+retrieve retrieving at least once per dataset (a baseline whose trigger never fires is a
+closed-book run under another name)."""
 
 from __future__ import annotations
 
@@ -28,13 +30,27 @@ def error_share(traces: Sequence[Mapping[str, Any]], max_rate: float) -> str:
     )
 
 
+def retrieval_check(method: Any, traces: Sequence[Mapping[str, Any]]) -> str:
+    """"ok" unless `method` (a Method class) is meant to retrieve and none of its answered traces
+    retrieved; then a line naming what decides its retrieval (`Method.trigger`)."""
+    answered = [t for t in traces if t["termination"] != "error"]
+    if not method.retrieves or not answered or any(t["totals"]["retrievals"] for t in answered):
+        return "ok"
+    return (
+        f"0 retrievals over {len(answered)} questions, though {method.name} is meant to retrieve: "
+        f"check {method.trigger}"
+    )
+
+
 def gate_runs(
     paths: Any, methods: Sequence[str], datasets: Sequence[str], limit: int | None, max_error_rate: float
 ) -> dict[str, Any]:
     """The gate after `evaluate`: every evaluation question has exactly one trace per method,
-    each with a known termination, an error trace carries its message, and no run (method,
-    dataset) holds more than `max_error_rate` error traces (a rerun retries them)."""
+    each with a known termination, an error trace carries its message, no run (method, dataset)
+    holds more than `max_error_rate` error traces (a rerun retries them), and every run of a
+    retrieving method retrieved at least once (`retrieval_check`)."""
     from skillrag.data.splits import load_split
+    from skillrag.methods import METHODS
     from skillrag.methods.trace import TERMINATIONS
 
     expected = {dataset: [q.id for q in qs[:limit]] for dataset, qs in load_split(paths.questions, "eval").items()}
@@ -49,6 +65,7 @@ def gate_runs(
                     "traced": len(set(ids) & set(expected[dataset])),
                     "expected": len(expected[dataset]),
                     "errors": f"{method}/{dataset}: {error_share(traces, max_error_rate)}",
+                    "retrieval": f"{method}/{dataset}: {retrieval_check(METHODS[method], traces)}",
                 }
             )
             rows += [
@@ -61,10 +78,11 @@ def gate_runs(
             ]
     checks = {
         "coverage": Check(
-            pd.DataFrame(counts, columns=["run", "traced", "expected", "errors"]),
+            pd.DataFrame(counts, columns=["run", "traced", "expected", "errors", "retrieval"]),
             [
                 gxe.ExpectColumnPairValuesToBeEqual(column_A="traced", column_B="expected"),
                 gxe.ExpectColumnValuesToMatchRegex(column="errors", regex=": ok$"),
+                gxe.ExpectColumnValuesToMatchRegex(column="retrieval", regex=": ok$"),
             ],
         ),
         "traces": Check(

@@ -1,0 +1,48 @@
+"""The runs gate's retrieval rule: a method meant to retrieve that never retrieved on a dataset
+fails the gate, naming the method, the dataset and what decides its retrieval."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skillrag.methods import Cost, Trace
+from skillrag.paths import Paths
+from skillrag.quality import GateFailed
+from skillrag.quality.runs import gate_runs
+from tests.conftest import write_rows
+
+
+def _workspace(tmp_path, retrievals: dict[str, list[int]]) -> Paths:
+    """Two nq evaluation questions; per method, its traces' retrieval counts."""
+    paths = Paths(tmp_path)
+    write_rows(
+        paths.question_file("eval", "nq"),
+        [{"id": f"nq-{i}", "dataset": "nq", "question": f"Question {i}?", "answers": ["a"], "split": "eval"} for i in range(2)],
+    )
+    for method, counts in retrievals.items():
+        traces = [
+            Trace(f"nq-{i}", "nq", f"Question {i}?", ["a"], method, totals=Cost(retrievals=n)).to_dict()
+            for i, n in enumerate(counts)
+        ]
+        write_rows(paths.run_file(method, "nq"), traces)
+    return paths
+
+
+def test_a_retrieving_method_that_never_retrieved_fails_naming_its_trigger(tmp_path):
+    runs = {"no_retrieval": [0, 0], "single_step": [1, 1], "ircot": [0, 2], "probing_rag": [0, 0], "adaptive_rag": [0, 0]}
+    paths = _workspace(tmp_path, runs)
+    with pytest.raises(GateFailed) as failed:
+        gate_runs(paths, list(runs), ["nq"], None, 0.05)
+    message = str(failed.value)
+    assert "probing_rag/nq: 0 retrievals over 2 questions, though probing_rag is meant to retrieve: check probe.threshold" in message
+    assert "adaptive_rag/nq: 0 retrievals" in message and "skillrag train-adaptive" in message
+    assert "no_retrieval/nq: 0" not in message and "ircot/nq: 0" not in message and "single_step/nq: 0" not in message
+    result = json.loads((paths.runs / "validation.json").read_text())
+    assert result["success"] is False
+
+
+def test_methods_that_retrieved_somewhere_pass(tmp_path):
+    runs = {"no_retrieval": [0, 0], "single_step": [1, 1], "ircot": [0, 2]}
+    assert gate_runs(_workspace(tmp_path, runs), list(runs), ["nq"], None, 0.05)["success"]
