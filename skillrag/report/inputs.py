@@ -1,0 +1,73 @@
+"""What the report reads, loaded once: the evaluation's summaries, traces and run settings, the
+prober's and router's reports, the failure-space analysis and the gates' results.
+
+Traces are read as plain JSON rows (the `skillrag.methods.trace` schema), so the report needs
+neither torch nor the methods. Methods and datasets are whatever `reports/metrics_detail.json`
+holds, so a new method appears in every table without a change here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillrag.files import read_jsonl
+from skillrag.paths import Paths
+
+
+@dataclass(frozen=True)
+class Inputs:
+    detail: dict[str, dict[str, dict[str, Any]]]  # method -> dataset -> summary (metrics_detail.json)
+    traces: dict[str, dict[str, list[dict[str, Any]]]]  # method -> dataset -> trace rows
+    settings: dict[str, dict[str, dict[str, Any]]]  # method -> dataset -> run settings sidecar
+    probe: dict[str, Any]  # reports/probe_detail.json ({} when absent)
+    probe_record: dict[str, Any]  # data/probe/probe.json ({} when absent)
+    router: dict[str, Any]  # reports/router_metrics.json ({} when absent)
+    analysis: dict[str, Any]  # reports/analysis.json ({} when absent)
+    gates: dict[str, dict[str, Any]]  # gate name -> its validation result
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.detail)
+
+    def datasets(self, order: list[str]) -> list[str]:
+        """The evaluated datasets, in `order` first, then any other in name order."""
+        seen = {d for by in self.detail.values() for d in by}
+        return [d for d in order if d in seen] + sorted(seen - set(order))
+
+    def all_traces(self, method: str) -> list[dict[str, Any]]:
+        return [t for rows in self.traces.get(method, {}).values() for t in rows]
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def gate_result_files(paths: Paths) -> list[Path]:
+    """Every gate's full result: beside each data artifact, and the prober's in reports/."""
+    return sorted([*(paths.root / "data").glob("*/validation.json"), *paths.reports.glob("*validation.json")])
+
+
+def load_inputs(paths: Paths) -> Inputs:
+    """Everything the report reads; a missing file reads as empty (the report says what is missing)."""
+    if not paths.metrics_detail.is_file():
+        raise FileNotFoundError(f"{paths.metrics_detail} is missing: run `skillrag evaluate` first")
+    detail = _json(paths.metrics_detail)
+    traces: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    settings: dict[str, dict[str, dict[str, Any]]] = {}
+    for method, by_dataset in detail.items():
+        for dataset in by_dataset:
+            run = paths.run_file(method, dataset)
+            traces.setdefault(method, {})[dataset] = list(read_jsonl(run)) if run.is_file() else []
+            # the runner's sidecar name (skillrag.eval.runner.settings_file)
+            settings.setdefault(method, {})[dataset] = _json(run.with_name(f"{run.stem}.settings.json"))
+    gates = {}
+    for file in gate_result_files(paths):
+        result = _json(file)
+        gates[result.get("gate", file.parent.name)] = result
+    return Inputs(
+        detail, traces, settings, _json(paths.probe_detail), _json(paths.probe / "probe.json"),
+        _json(paths.router_metrics), _json(paths.analysis), gates,
+    )

@@ -1,0 +1,95 @@
+"""Where the numbers come from: the code, libraries, model, data, index and parameters recorded in
+each run's settings sidecar and in the prober's record, and the code that wrote the report."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import defaultdict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from skillrag.report.inputs import Inputs
+from skillrag.report.tables import markdown_table
+
+REPORT_LIBRARIES = ("numpy", "scikit-learn", "matplotlib", "great_expectations", "dvc")
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def workspace_commit(root: Path) -> str:
+    """The git commit of the project the report describes (the one `dvc metrics diff` compares
+    from), marked when tracked files have uncommitted changes; "no git repository" outside one."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return "no git repository"
+    return commit + (" (uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _values(found: dict[str, set[str]]) -> list[list[str]]:
+    return [[key, ", ".join(sorted(values))] for key, values in sorted(found.items())]
+
+
+def provenance_section(inputs: Inputs, root: Path) -> str:
+    """Markdown: what the runs recorded (every distinct value; several mean the runs differ), the
+    prober's record, and the report's own code and libraries."""
+    runs: dict[str, set[str]] = defaultdict(set)
+    params: dict[str, set[str]] = defaultdict(set)
+    for by_dataset in inputs.settings.values():
+        for dataset, settings in by_dataset.items():
+            for entry in settings.get("provenance", []):
+                for key, value in entry.items():
+                    runs[key].add(str(value))
+            inputs_ = settings.get("inputs", {})
+            model = inputs_.get("model")
+            if isinstance(model, dict):
+                runs["model"].add(str(model.get("name")))
+                runs["model dtype"].add(str(model.get("dtype")))
+                runs["model files sha256"].add(str(model.get("files")))
+            for name in ("index", "prompts", "prober", "router"):
+                if name in inputs_:
+                    runs[f"{name} digest"].add(str(inputs_[name]))
+            if "questions" in inputs_:
+                runs[f"questions digest ({dataset})"].add(str(inputs_["questions"]))
+            for key, value in settings.get("params", {}).items():
+                params[key].add(str(value))
+    record = inputs.probe_record
+    prober = {key: str(record[key]) for key in ("model", "data_sha256", "states_fingerprint", "hidden_size") if key in record}
+    prober |= {key: str(value) for key, value in record.items() if "licen" in key.lower() or key in ("dtype", "model_digest")}
+    if "layers" in record:
+        prober["layers"] = f"{len(record['layers'])} ({record['layers'][0]}..{record['layers'][-1]})"
+    prober |= {f"probe.{k}": str(v) for k, v in record.get("params", {}).items()}
+    code = {"git commit": workspace_commit(root), **{lib: _version(lib) for lib in ("skillrag", *REPORT_LIBRARIES)}}
+    parts = [
+        "**Runs** (from each run's `<dataset>.settings.json`; several values mean the runs differ):\n\n"
+        + markdown_table(["recorded", "value"], _values(runs)),
+        "**Parameters the methods read** (every distinct value across methods and datasets):\n\n"
+        + markdown_table(["param", "value"], _values(params)),
+    ]
+    if prober:
+        parts.append("**Prober** (`data/probe/probe.json`):\n\n" + markdown_table(["recorded", "value"], sorted(prober.items())))
+    parts.append("**This report** was written by:\n\n" + markdown_table(["code", "version"], list(code.items())))
+    return "\n\n".join(parts)
+
+
+def model_line(inputs: Inputs) -> str:
+    """One line naming the model(s) and dtype(s) the runs used."""
+    seen = {
+        (str(m.get("name")), str(m.get("dtype")))
+        for by in inputs.settings.values()
+        for s in by.values()
+        if isinstance(m := s.get("inputs", {}).get("model"), dict)
+    }
+    return ", ".join(f"{name} ({dtype})" for name, dtype in sorted(seen)) or "not recorded"

@@ -1,0 +1,166 @@
+"""The report's tables as markdown: answer quality in the paper's Table 1 layout, costs, the
+prober gate's acceptance per stage, and the skills the router chose.
+
+Per-dataset cells take their mean and 95% interval from reports/metrics_detail.json (what
+`evaluate` computed); the averages over datasets are computed here from the traces' stored
+per-question scores: the mean of the dataset means, with a stratified percentile bootstrap
+(each resample redraws every dataset's questions with replacement; same resample count and seed
+as skillrag.eval.summary).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from skillrag.report.inputs import Inputs
+
+RESAMPLES = 1000
+SEED = 0
+STANDARD_STAGES = ("no_retrieval", "retrieval", "requery")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def macro_mean(scores: Mapping[str, Sequence[float]]) -> tuple[float, float, float] | None:
+    """Mean over datasets of each dataset's mean score, and its stratified bootstrap 95% interval."""
+    groups = [np.asarray(v, dtype=float) for v in scores.values() if len(v)]
+    if not groups:
+        return None
+    rng = np.random.default_rng(SEED)
+    resampled = np.mean([g[rng.integers(0, len(g), size=(RESAMPLES, len(g)))].mean(axis=1) for g in groups], axis=0)
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    return float(np.mean([g.mean() for g in groups])), float(low), float(high)
+
+
+def _pct(mean: float, low: float, high: float) -> str:
+    return f"{100 * mean:.1f} ({100 * low:.1f}–{100 * high:.1f})"
+
+
+def score_table(inputs: Inputs, metric: str, datasets: Sequence[str], in_domain: Sequence[str]) -> str:
+    """One row per method: `metric` per dataset (in-domain sets first), then the in-domain,
+    out-of-distribution and overall averages, in percent with 95% intervals."""
+    ind = [d for d in datasets if d in in_domain]
+    ood = [d for d in datasets if d not in in_domain]
+    groups = [("in-domain avg", ind), ("OOD avg", ood), ("overall avg", [*ind, *ood])]
+    header = ["method", *ind, *ood, *(name for name, members in groups if members)]
+    rows = []
+    for method in inputs.methods:
+        by = inputs.detail[method]
+        cells = []
+        for dataset in [*ind, *ood]:
+            summary = by.get(dataset, {})
+            cells.append(_pct(summary[metric], *summary[f"{metric}_ci95"]) if metric in summary else "–")
+        for _, members in groups:
+            if members:
+                scores = {d: [t["scores"][metric] for t in inputs.traces[method].get(d, []) if t.get("scores")] for d in members}
+                mean = macro_mean(scores) if all(scores.values()) else None
+                cells.append(_pct(*mean) if mean else "–")
+        rows.append([method, *cells])
+    return markdown_table(header, rows)
+
+
+def cost_table(inputs: Inputs) -> str:
+    """Per method, over every evaluated question: mean LLM calls, generated and prompt tokens,
+    retrievals, the share of questions that retrieved at all, and latency percentiles."""
+    header = ["method", "n", "LLM calls", "generated tokens", "prompt tokens", "retrievals",
+              "retrieving", "latency p50 (s)", "latency p95 (s)"]
+    rows = []
+    for method in inputs.methods:
+        traces = inputs.all_traces(method)
+        if not traces:
+            continue
+        totals = {key: np.asarray([t["totals"][key] for t in traces], dtype=float)
+                  for key in ("llm_calls", "tokens_out", "tokens_in", "retrievals", "latency_s")}
+        p50, p95 = np.percentile(totals["latency_s"], [50, 95])
+        rows.append([
+            method, str(len(traces)), f"{totals['llm_calls'].mean():.2f}", f"{totals['tokens_out'].mean():.0f}",
+            f"{totals['tokens_in'].mean():.0f}", f"{totals['retrievals'].mean():.2f}",
+            f"{(totals['retrievals'] > 0).mean():.0%}", f"{p50:.2f}", f"{p95:.2f}",
+        ])
+    return markdown_table(header, rows)
+
+
+def _rate(verdicts: Sequence[bool]) -> str:
+    return f"{sum(verdicts) / len(verdicts):.0%} of {len(verdicts)}" if verdicts else "–"
+
+
+def gate_table(inputs: Inputs) -> str | None:
+    """Per gated method (its rounds carry the prober's verdict and its questions end on it, not
+    "done" as the fixed baselines, which the prober scores without gating): the share accepted
+    at stage 1 (the closed-book answer), stage 2 (after retrieving with the question) and on
+    later rounds, and how the questions ended. None when no method is gated."""
+    rows = []
+    for method in inputs.methods:
+        traces = inputs.all_traces(method)
+        judged = [r for t in traces for r in t["rounds"] if r.get("accepted") is not None]
+        if not judged or all(t["termination"] in ("done", "error") for t in traces):
+            continue
+        stage1 = [r["accepted"] for t in traces for r in t["rounds"][:1] if r.get("accepted") is not None]
+        stage2 = [r["accepted"] for t in traces for r in t["rounds"] if r["stage"] == "retrieval" and r.get("accepted") is not None]
+        later = [r["accepted"] for t in traces for r in t["rounds"][1:]
+                 if r["stage"] != "retrieval" and r.get("accepted") is not None]
+        ends = Counter(t["termination"] for t in traces)
+        rows.append([method, _rate(stage1), _rate(stage2), _rate(later),
+                     ", ".join(f"{k} {v}" for k, v in sorted(ends.items()))])
+    if not rows:
+        return None
+    return markdown_table(["method", "stage 1 accepted", "stage 2 accepted", "later rounds accepted", "terminations"], rows)
+
+
+def skill_table(inputs: Inputs) -> str | None:
+    """Per method that routed: how often each skill (exit included) was chosen, and how often the
+    round it wrote was right by gold (ACC of that round's answer, stored scores aside). None when
+    no method routed."""
+    from skillrag.eval.metrics import accuracy
+
+    rows = []
+    for method in inputs.methods:
+        chosen: Counter[str] = Counter()
+        right: Counter[str] = Counter()
+        for trace in inputs.all_traces(method):
+            for round_ in trace["rounds"]:
+                if round_["stage"] in STANDARD_STAGES:
+                    continue
+                chosen[round_["stage"]] += 1
+                if round_["stage"] != "exit" and accuracy(round_["answer"], trace["golds"]):
+                    right[round_["stage"]] += 1
+        total = sum(chosen.values())
+        for skill, n in sorted(chosen.items()):
+            rows.append([method, skill, str(n), f"{n / total:.0%}", str(right[skill])])
+    if not rows:
+        return None
+    return markdown_table(["method", "skill", "rounds", "share of routing decisions", "its answer right (ACC)"], rows)
+
+
+def probe_table(probe: Mapping[str, Any]) -> str | None:
+    """The prober's dev calibration and its acceptance at both cuts (reports/probe_detail.json)."""
+    if not probe.get("ensemble"):
+        return None
+    ens, cut = probe["ensemble"], probe.get("cut", {})
+    rows = []
+    for name, key in (("dev-chosen cut", "at_auto_cut"), ("paper cut (P > 0.5)", "at_paper_cut")):
+        at = ens.get(key, {})
+        value = cut.get("auto" if key == "at_auto_cut" else "paper")
+        rows.append([name, "–" if value is None else f"{value:.3f}", f"{at.get('acceptance_rate', 0):.0%}",
+                     f"{at.get('accuracy', 0):.3f}", f"{at.get('balanced_accuracy', 0):.3f}"])
+    table = markdown_table(["cut", "P(correct) >", "accepted", "accuracy", "balanced accuracy"], rows)
+    auroc, ece = ens.get("auroc"), ens.get("ece")
+    entropy = probe.get("entropy_baseline", {}).get("auroc")
+
+    def fmt(x: Any) -> str:
+        return "undefined" if x is None else f"{x:.3f}"
+
+    head = (f"Dev set: {probe.get('n')} answers, {probe.get('n_pos')} right. Ensemble AUROC {fmt(auroc)} "
+            f"(mean-token-entropy baseline {fmt(entropy)}), expected calibration error {fmt(ece)}.")
+    return head + "\n\n" + table

@@ -1,0 +1,111 @@
+"""Stage `report` and `skillrag report --against`: report.md from real-shaped traces and
+metrics, the pull-request body with DVC's real metrics diff in a real git + DVC project, and
+the gates' Data Docs built offline with a file-backed Great Expectations context."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from skillrag import cli
+from skillrag.config import Params
+from skillrag.files import write_json
+from skillrag.paths import Paths
+from skillrag.report.data_docs import data_docs_index
+from skillrag.stages.analysis import analyze
+from skillrag.stages.reporting import report
+from tests.report.conftest import read_json, simple_trace, write_runs
+
+PARAMS = Params(evaluate={"datasets": ["hotpotqa", "musique"]})
+
+
+def gate_results(paths: Paths) -> None:
+    """A passing and a failing gate result, written by the real gate code."""
+    import great_expectations.expectations as gxe
+
+    from skillrag.quality.gate import Check, GateFailed, run_gate
+
+    frame = pd.DataFrame({"id": ["a", "b", "b"]})
+    run_gate("questions", {"rows": Check(frame, [gxe.ExpectColumnValuesToNotBeNull(column="id")])},
+             paths.root / "data" / "questions" / "validation.json")
+    with pytest.raises(GateFailed):
+        run_gate("runs", {"ids": Check(frame, [gxe.ExpectColumnValuesToBeUnique(column="id")])},
+                 paths.root / "data" / "runs" / "validation.json")
+
+
+def test_report_reads_every_method_from_the_traces_and_renders_each_section(workspace):
+    gate_results(workspace)
+    analyze(PARAMS, workspace)
+    path = report(PARAMS, workspace)
+    text = path.read_text()
+    assert path == workspace.root / "reports" / "report.md"
+    # Table 1 layout: in-domain hotpotqa, OOD musique, their averages, with intervals, for every method
+    assert "| method | hotpotqa | musique | in-domain avg | OOD avg | overall avg |" in text
+    for method in ("no_retrieval", "single_step", "probing_rag", "skill_rag"):
+        assert f"| {method} | " in text
+    row = next(line for line in text.splitlines() if line.startswith("| no_retrieval | ") and "(" in line)
+    assert row.count("–") >= 5  # five cells, each "mean (low–high)"
+    assert "latency p95 (s)" in text and "retrieving" in text
+    # one closed-book answer of 14 accepted; 13 retrieval rounds, all rejected
+    assert "| skill_rag | 7% of 14 | 0% of 13 |" in text
+    assert "| skill_rag | query_rewriting | 4 |" in text
+    assert "Ensemble AUROC 0.740" in text and "![prober reliability](figures/probe_reliability.png)" in text
+    assert "![failure space](figures/failure_space.png)" in text and "13 failure states" in text
+    assert "### Case 1: a skill fixed it" in text and "Title three" in text and "query_rewriting query" in text
+    assert "### Case 2: no skill fixed it" in text and "### Case 3: the router stopped (exit)" in text
+    assert "| runs | FAILED | 1 | 1 | expect_column_values_to_be_unique |" in text
+    assert "| questions | passed |" in text
+    assert "smollm2-135m (float32)" in text and "| index digest | idx123 |" in text
+    assert "## Change against the base" in text and "No metrics comparison with `HEAD`" in text  # no git here
+    index = data_docs_index(workspace)
+    assert index.is_file() and "../data/data_docs/gx/uncommitted/data_docs/local_site/index.html" in text
+    pages = list(index.parent.glob("validations/**/*.html"))
+    assert len(pages) == 2 and any("runs.ids" in p.name for p in pages)
+
+
+def test_a_new_method_in_the_metrics_appears_without_code_changes(tmp_path):
+    paths = Paths(tmp_path)
+    write_runs(paths, [simple_trace(i, "nq", "brand_new_rag", right=True) for i in range(3)])
+    text = report(PARAMS, paths).read_text()
+    assert "| brand_new_rag | 100.0 (100.0–100.0) |" in text
+    assert "_No method's rounds carry a prober verdict._" in text and "analysis.json` is missing" in text
+
+
+def _git_dvc_project(root: Path) -> dict[str, str]:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["git", "init", "-q", "-b", "main"], ["dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=root, env=env, check=True, capture_output=True)
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"metrics": ["reports/metrics.json"]}))
+    (root / "params.yaml").write_text(yaml.safe_dump({"report": {"cases": 1}}))
+    return env
+
+
+def test_pr_comment_against_a_ref_leads_with_dvcs_metrics_diff(workspace):
+    env = _git_dvc_project(workspace.root)
+    subprocess.run(["git", "add", "-A"], cwd=workspace.root, env=env, check=True)
+    subprocess.run(["git", "commit", "-qm", "base"], cwd=workspace.root, env=env, check=True)
+    metrics = read_json(workspace.metrics)
+    metrics["skill_rag"]["hotpotqa"]["acc"] = 0.99  # the change under review
+    write_json(workspace.metrics, metrics)
+    (workspace.root / "params.yaml").write_text(yaml.safe_dump({"report": {"cases": 2}}))
+    out = workspace.root / "comment.md"
+    result = CliRunner().invoke(
+        cli.app, ["--params", str(workspace.root / "params.yaml"), "report", "--against", "main", "--out", str(out)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    body = out.read_text()
+    assert body.index("## Change against the base") < body.index("## Answer quality")
+    diff = next(line for line in body.splitlines() if "skill_rag.hotpotqa.acc" in line)
+    assert "0.99" in diff and "| reports/metrics.json |" in diff
+    assert "dvc params diff --md main" in body and "report.cases" in body
+    assert "![prober reliability](reports/figures/probe_reliability.png)" in body  # links relative to the comment
+    assert not workspace.report.exists()  # the stage's report is not touched
