@@ -26,7 +26,7 @@ from skillrag.paths import Paths  # noqa: E402
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> evaluate.\n\n"
+    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> evaluate.\n\n"
     "The global options --params, --profile and --set may stand before or after the command.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -147,6 +147,23 @@ def train_router() -> None:
     _done("train-router", summary, paths)
 
 
+@app.command("train-adaptive")
+def train_adaptive() -> None:
+    """Train Adaptive-RAG's query-complexity classifier: run no_retrieval, single_step and ircot on
+    train and dev questions, label each with the simplest strategy that answered right (else the
+    dataset's default), fit a logistic regression on the question's hidden state (data/adaptive/);
+    dev accuracy and confusion matrix in reports/adaptive_metrics.json."""
+    report, paths = _run_stage("train-adaptive")
+    train, dev = report["train"], report["dev"]
+    console.print(f"train labels: {train['labels']} ({train['unanswered']} of {train['questions']} unanswered, defaulted)")
+    if dev["accuracy"] is not None:
+        console.print(
+            f"dev accuracy {dev['accuracy']:.3f} (always {dev['majority_label']}: {dev['majority_accuracy']:.3f}); "
+            f"dev ACC routed {dev['acc']['adaptive']:.3f}, oracle {dev['acc']['oracle']:.3f}"
+        )
+    _done("train-adaptive", report, paths)
+
+
 @app.command()
 def evaluate() -> None:
     """Run every method (evaluate.methods) on every evaluation set: one trace per question in
@@ -186,7 +203,10 @@ def _show_round(round_: Any) -> None:
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
-    method: Annotated[str, typer.Option(help="no_retrieval, single_step, probing_rag or skill_rag.")] = "skill_rag",
+    method: Annotated[
+        str,
+        typer.Option(help="Any registered method: no_retrieval, single_step, probing_rag, skill_rag, ircot, adaptive_rag, ... (a wrong name lists them all)."),
+    ] = "skill_rag",
     json_output: Annotated[bool, typer.Option("--json", help="Print the full trace as JSON (no live rounds).")] = False,
 ) -> None:
     """Answer one question, showing each round (retrieval, prober score, skill) as it happens."""
@@ -204,8 +224,10 @@ def ask(
     limit = params.prepare.max_question_chars
     if len(text) > limit:
         _fail(f"the question has {len(text):,} characters, over prepare.max_question_chars={limit:,}")
-    with console.status("loading model, index and prober ..."):
-        parts = open_components(params, paths, METHODS[method].needs_prober)
+    with console.status("loading model, index and the method's artifacts ..."):
+        parts = open_components(
+            params, paths, METHODS[method].needs_prober, needs_classifier=METHODS[method].needs_classifier
+        )
     trace = build_method(method, parts).answer(
         Question(id="ask", dataset="ask", question=text, answers=[]), on_round=None if json_output else _show_round
     )

@@ -22,6 +22,7 @@ STAGE_MODULES = {
     "extract": "skillrag.stages.states",
     "train_probe": "skillrag.stages.probing",
     "train_router": "skillrag.stages.routing",
+    "train_adaptive": "skillrag.stages.adaptive",
     "evaluate": "skillrag.stages.evaluation",
 }
 NOT_CODE_DEPS = {"skillrag/__init__.py", "skillrag/stages/__init__.py"}

@@ -14,6 +14,7 @@ from typing import Any
 
 from skillrag.config import Params
 from skillrag.paths import Paths
+from skillrag.stages.adaptive import train_adaptive
 from skillrag.stages.common import StageFn
 from skillrag.stages.evaluation import evaluate, gate_evaluate
 from skillrag.stages.indexing import gate_index, index
@@ -83,6 +84,12 @@ def _evaluate_summary(metrics: dict[str, dict[str, Any]], paths: Paths) -> str:
     )
 
 
+def _adaptive_summary(report: dict[str, Any], paths: Paths) -> str:
+    dev = report["dev"]
+    shown = "not measured" if dev["accuracy"] is None else f"{dev['accuracy']:.3f} (majority label {dev['majority_accuracy']:.3f})"
+    return f"train-adaptive: {report['train']['questions']} labelled train questions, dev accuracy {shown}; classifier in {paths.adaptive}"
+
+
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (
@@ -91,6 +98,7 @@ STAGES: dict[str, Stage] = {
         Stage("extract", extract, gate_extract, _extract_summary),
         Stage("train-probe", train_probe, None, _probe_summary),
         Stage("train-router", train_router, None, _router_summary),
+        Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
         Stage("evaluate", evaluate, None, _evaluate_summary),
     )
 }
@@ -108,6 +116,7 @@ __all__ = [
     "prepare",
     "provenance",
     "run_settings",
+    "train_adaptive",
     "train_probe",
     "train_router",
 ]

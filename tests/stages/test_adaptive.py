@@ -1,0 +1,119 @@
+"""Stage `train_adaptive` on a tiny dataset where every silver label occurs, then adaptive_rag in
+`evaluate`: the real stage, runner, batching and reuse over a rule-based fake LM."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from skillrag import runtime, stages
+from skillrag.config import load_params
+from skillrag.eval.runner import read_traces, settings_file
+from skillrag.lm.base import Generation
+from skillrag.methods.complexity import STRATEGIES, load_classifier
+from skillrag.paths import Paths
+from tests.conftest import write_rows
+from tests.fake_cli import make_workspace
+from tests.fakes import CORPUS, OverlapRetriever, hidden_state
+
+
+def expected_label(n: int, dataset: str) -> str:
+    """Plan n % 4: closed-book right (A); right once retrieved (B); right only after IRCoT's
+    second step (C); never right (the dataset's default)."""
+    plan = n % 4
+    if plan == 3:
+        return "ircot" if dataset == "hotpotqa" else "single_step"
+    return STRATEGIES[plan]
+
+
+class AdaptiveLM:
+    """Replies by rule from the prompt alone (any batching gives the same replies); the question's
+    state (a one-token call) is a fixed vector per expected label, so the classifier can learn it."""
+
+    name, num_layers, hidden_size = "adaptive-fake", 4, 8
+
+    def __init__(self) -> None:
+        self.prompts: list[tuple[int, str]] = []
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None):
+        out = []
+        for prompt in prompts:
+            self.prompts.append((max_new_tokens, prompt))
+            case = prompt.rsplit("\n\n", 1)[-1]
+            n, dataset = re.search(r"landmark (\d+) of the (\w+)", case).groups()
+            plan, right = int(n) % 4, " Found it.\nAnswer: Paris"
+            if max_new_tokens == 1:
+                text, key = " The", expected_label(int(n), dataset)
+            elif "Passages:" not in case:
+                text, key = (right if plan == 0 else " Guessing.\nAnswer: Rome"), None
+            elif case.endswith("Rationale:"):
+                text, key = (right if plan < 2 else " Landmark facts. Then more.\nAnswer: Rome"), None
+            else:  # IRCoT's second step, after " Landmark facts."
+                text, key = (" So it is Paris.\nAnswer: Paris" if plan == 2 else " Still unknown.\nAnswer: Rome"), None
+            hidden = {layer: hidden_state(key or text, layer, self.hidden_size) for layer in capture or ()}
+            k = len(text.split())
+            out.append(Generation(text, list(range(k)), [-0.1] * k, [0.3] * k, len(prompt.split()), hidden or None, "stop"))
+        return out
+
+
+def _questions(workspace, split: str, count: int) -> None:
+    for dataset in ("nq", "hotpotqa"):
+        rows = [
+            {"id": f"{dataset}-{split}-{i}", "dataset": dataset, "question": f"Where is the Apollo landmark {i} of the {dataset} {split} set?", "answers": ["Paris"], "split": split}
+            for i in range(count)
+        ]
+        write_rows(workspace / "data" / "questions" / split / f"{dataset}.jsonl", rows)
+
+
+@pytest.fixture
+def trained(tmp_path, monkeypatch):
+    workspace = make_workspace(tmp_path / "ws")
+    for split, count in (("train", 8), ("dev", 4), ("eval", 4)):
+        _questions(workspace, split, count)
+    lm = AdaptiveLM()
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
+    overrides = ["train_adaptive.train_questions=16", "train_adaptive.dev_questions=8", "lm.concurrency=4", "lm.batch_size=3"]
+    params, paths = load_params(workspace / "params.yaml", overrides=overrides), Paths(workspace)
+    return params, paths, lm, stages.train_adaptive(params, paths)
+
+
+def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_dev(trained):
+    params, paths, lm, report = trained
+    assert report["train"] == {"questions": 16, "labels": {"no_retrieval": 4, "single_step": 6, "ircot": 6}, "unanswered": 4}
+    dev = report["dev"]
+    assert dev["labels"] == {"no_retrieval": 2, "single_step": 3, "ircot": 3} and dev["unanswered"] == 2
+    assert dev["accuracy"] == 1.0 and dev["majority_accuracy"] == 3 / 8
+    assert dev["confusion"]["ircot"] == {"no_retrieval": 0, "single_step": 0, "ircot": 3}
+    assert dev["acc"] == {"adaptive": 0.75, "no_retrieval": 0.25, "single_step": 0.5, "ircot": 0.75, "oracle": 0.75}
+    assert json.loads(paths.adaptive_metrics.read_text()) == report
+    classifier = load_classifier(paths.adaptive, lm)
+    assert set(classifier.linear.classes) == set(STRATEGIES) and list(classifier.linear.layers) == report["layers"]
+    for strategy in STRATEGIES:
+        traces = read_traces(paths.adaptive_traces("train", strategy))
+        assert len(traces) == 16 and {t.method for t in traces} == {strategy}
+        assert json.loads(settings_file(paths.adaptive_traces("train", strategy)).read_text())["method"] == strategy
+    # ircot's first step is single_step's generation: computed once, reused
+    answers = [p for budget, p in lm.prompts if budget > 1 and "Passages:" in p.rsplit("\n\n", 1)[-1]]
+    assert len(answers) == len(set(answers))
+
+
+def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage_when_missing(trained):
+    params, paths, lm, _ = trained
+    evaluated = load_params(paths.root / "params.yaml", overrides=["evaluate.methods=[adaptive_rag, single_step]", "evaluate.datasets=[hotpotqa]"])
+    metrics = stages.evaluate(evaluated, paths)
+    traces = read_traces(paths.run_file("adaptive_rag", "hotpotqa"))
+    routes = [t.rounds[1].stage for t in traces]
+    assert routes == ["no_retrieval", "retrieval", "retrieval", "retrieval"]  # A, B, C (IRCoT's first round), default C
+    assert [len(t.rounds) for t in traces] == [2, 2, 3, 3]
+    assert metrics["adaptive_rag"]["hotpotqa"]["acc"] == 0.75
+
+    shutil.rmtree(paths.adaptive)
+    shutil.rmtree(paths.runs)
+    with pytest.raises(FileNotFoundError, match=r"run `skillrag train-adaptive` \(or `dvc repro train_adaptive`\)"):
+        stages.evaluate(evaluated, paths)
+    single = load_params(paths.root / "params.yaml", overrides=["evaluate.methods=[single_step]", "evaluate.datasets=[hotpotqa]"])
+    assert stages.evaluate(single, paths)["single_step"]["hotpotqa"]["n"] == 4
