@@ -26,7 +26,7 @@ from skillrag.paths import Paths  # noqa: E402
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> evaluate.\n\n"
+    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> evaluate -> analyze -> report.\n\n"
     "The global options --params, --profile and --set may stand before or after the command.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -183,6 +183,44 @@ def evaluate() -> None:
             )
     Console().print(table)
     _done("evaluate", metrics, paths)
+
+
+@app.command()
+def analyze() -> None:
+    """The failure space of skill_rag's traces (paper §4.3, Fig. 2): questions still wrong after the
+    retrieval round, their hidden states projected (PCA, t-SNE) by chosen skill and by fix, and how
+    well a linear probe reads the skill from the state: reports/analysis.json + reports/figures/."""
+    result, paths = _run_stage("analyze")
+    for note in result["notes"]:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    _done("analyze", result, paths)
+
+
+@app.command()
+def report(
+    against: Annotated[
+        str | None,
+        typer.Option(help="Instead of reports/report.md, print the pull-request comment: the report led by "
+                     "`dvc metrics diff` / `dvc params diff` against this git ref (e.g. origin/main)."),
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="With --against: write the comment to this file instead of printing it.")] = None,
+) -> None:
+    """reports/report.md (Table-1 quality with intervals, costs, gate and skills, prober
+    calibration, failure space, case studies, data gates, provenance, change against
+    `report.against`) and the gates' Great Expectations Data Docs in data/data_docs/."""
+    if against is None:
+        if out is not None:
+            _fail("--out needs --against (the stage always writes reports/report.md)")
+        result, paths = _run_stage("report")
+        _done("report", result, paths)
+        return
+    from skillrag.stages.reporting import pr_comment
+
+    body = pr_comment(state.params(), state.paths(), against, out)
+    if out is None:
+        print(body, end="")
+    else:
+        console.print(f"report: pull-request comment against {against} in {out}", style="green", highlight=False)
 
 
 def _show_round(round_: Any) -> None:

@@ -171,6 +171,17 @@ class ReportParams(_Section):
     against: str = "HEAD"  # git ref whose committed metrics "Change against the base" compares with
 
 
+class AnalyzeParams(_Section):
+    folds: int = Field(5, ge=2)  # k of the k-fold linear probe of skill from failure state (fewer when a skill has fewer states)
+    tsne_min_points: int = Field(10, ge=5)  # fewer failure states: PCA only, t-SNE is skipped (its neighbourhoods mean nothing)
+    seed: int = 0  # t-SNE and fold shuffling
+
+
+class ReportParams(_Section):
+    cases: int = Field(3, ge=0)  # case studies rendered from real skill_rag traces
+    against: str = "HEAD"  # git ref whose committed metrics "Change against the base" compares with
+
+
 class Params(_Section):
     profile: str = "default"
     prepare: PrepareParams = PrepareParams()
@@ -184,6 +195,8 @@ class Params(_Section):
     train_adaptive: AdaptiveParams = AdaptiveParams()
     tune_thresholds: TuneThresholdsParams = TuneThresholdsParams()
     evaluate: EvaluateParams = EvaluateParams()
+    analyze: AnalyzeParams = AnalyzeParams()
+    report: ReportParams = ReportParams()
     analyze: AnalyzeParams = AnalyzeParams()
     report: ReportParams = ReportParams()
     profiles: dict[str, dict[str, Any]] = {}

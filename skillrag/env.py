@@ -15,6 +15,7 @@ OFFLINE_DEFAULTS = {
     "DVC_NO_ANALYTICS": "1",
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "GX_ANALYTICS_ENABLED": "false",
 }
 
 

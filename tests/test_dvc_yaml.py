@@ -24,6 +24,8 @@ STAGE_MODULES = {
     "train_router": "skillrag.stages.routing",
     "train_adaptive": "skillrag.stages.adaptive",
     "evaluate": "skillrag.stages.evaluation",
+    "analyze": "skillrag.stages.analysis",
+    "report": "skillrag.stages.reporting",
 }
 NOT_CODE_DEPS = {"skillrag/__init__.py", "skillrag/stages/__init__.py"}
 

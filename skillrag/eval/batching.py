@@ -8,8 +8,8 @@ request and wait for its result. The thread that iterates `map` is the scheduler
 running task waits on a request (or after `WAIT_S`, so a slow task does not hold the others
 back), it serves the pending retrievals first (they are cheap, and the tasks come back with LM
 calls that join the next batch), else every pending LM call: `generate` calls that can share
-one call (same max_new_tokens, stop, capture and prefix, so the prefix KV cache is shared) run
-together, at most `batch_size` prompts per call, prompts of similar length together (rows are
+one call (same max_new_tokens, stop, capture, prefix and attention, so the prefix KV cache is
+shared) run together, at most `batch_size` prompts per call, prompts of similar length together (rows are
 left-padded to the longest); `loglikelihood` and `choose_and_generate` run one at a time. Only
 the scheduler touches the LM and the retriever, so native code (torch, the JVM) and signals
 (`skillrag.interrupts`) stay in the main thread.
@@ -60,7 +60,7 @@ class _Request:
     @property
     def group(self) -> tuple:
         """Requests with equal groups share one LM call: generate's (budget, stop, capture,
-        prefix); any other request stands alone."""
+        prefix, attention); any other request stands alone."""
         return ("generate", *self.args[1:]) if self.kind == "generate" else (self.kind, id(self))
 
 
@@ -79,9 +79,10 @@ class _LMFront:
         stop: Sequence[str] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
+        attention: bool = False,
     ) -> list[Generation]:
         layers = tuple(capture) if capture else None
-        return self._batcher.call("generate", list(prompts), max_new_tokens, tuple(stop), layers, prefix)
+        return self._batcher.call("generate", list(prompts), max_new_tokens, tuple(stop), layers, prefix, attention)
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         return self._batcher.call("loglikelihood", prompt, list(continuations))
@@ -250,9 +251,10 @@ class Batcher:
     def _execute(self, chunk: list[_Request]) -> list[Any]:
         first = chunk[0]
         if first.kind == "generate":
-            _, max_new_tokens, stop, capture, prefix = first.args
+            _, max_new_tokens, stop, capture, prefix, attention = first.args
             prompts = [prompt for request in chunk for prompt in request.args[0]]
-            out = self.model.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix)
+            asked = {"attention": True} if attention else {}  # LMs without the option serve everyone else
+            out = self.model.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix, **asked)
             results, start = [], 0
             for request in chunk:
                 results.append(out[start : start + len(request.args[0])])

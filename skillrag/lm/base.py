@@ -12,6 +12,21 @@ import numpy as np
 import torch
 
 
+@dataclass(frozen=True)
+class Attention:
+    """What DRAGIN reads from one generation's attention (asked for with `attention=True`), from
+    the model's last full-attention layer, averaged over heads (not the full tensors).
+
+    `received[i]`: the largest weight any later kept generated token gives kept token i (0 for
+    the last one). `prompt[p]`: the weight the prompt's last position (the one that writes the
+    first new token) gives prompt token p; `prompt_pieces[p]` is that token's text.
+    """
+
+    received: list[float]
+    prompt: list[float]
+    prompt_pieces: list[str]
+
+
 @dataclass
 class Generation:
     """One generated continuation.
@@ -19,6 +34,8 @@ class Generation:
     `hidden` maps a layer id (1-based: the output of transformer block `l`, i.e. HF
     `hidden_states[l]`) to that layer's residual stream mean-pooled over the generated tokens,
     as a float32 CPU tensor of shape [hidden_size]; None when capture was not asked for.
+    `pieces[i]` is the text of kept token i (token-level readers: FLARE's masking, DRAGIN);
+    `attention` the summary asked for with `attention=True`, else None.
     """
 
     text: str
@@ -29,6 +46,8 @@ class Generation:
     hidden: dict[int, torch.Tensor] | None = None
     stopped_by: str = "length"  # "stop" | "eos" | "length"
     extra: dict[str, float] = field(default_factory=dict)
+    pieces: list[str] = field(default_factory=list)
+    attention: Attention | None = None
 
     @property
     def new_tokens(self) -> int:
@@ -79,9 +98,11 @@ class LM(Protocol):
         stop: Sequence[str] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
+        attention: bool = False,
     ) -> list[Generation]:
         """Greedy-decode every prompt (batched, left-padded). `prefix`, when given, is a string
-        every prompt starts with; its KV cache is computed once and reused."""
+        every prompt starts with; its KV cache is computed once and reused. `attention`: also
+        summarise the attention weights (`Generation.attention`; slower: eager attention)."""
         ...
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:

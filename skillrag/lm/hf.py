@@ -25,13 +25,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Self
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
-from skillrag.lm.base import Choice, Generation, Option, Pick, argmax
+from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, argmax
+from skillrag.lm.chat import ChatFrame
 
 
 @dataclass
@@ -100,8 +103,8 @@ class _Row:
 
     def needs_feed(self, step: int, capturing: bool) -> bool:
         """Whether the token chosen at `step` goes back through the model: while the row runs, and
-        once more when it just finished but that token's state belongs to the pooled ones (an empty
-        answer pools its first token's state)."""
+        once more when it just finished but that token's state (or attention row) belongs to the
+        kept ones (an empty answer pools its first token's state)."""
         return not self.done or (capturing and max(self.kept, 1) == step + 1)
 
 
@@ -127,6 +130,7 @@ class _Batch:
         bodies = [row[start:] for row in rows]
         width = max(len(body) for body in bodies)
         self.length = start + width  # KV positions after the first pass
+        self.first_generated = self.length  # the KV column of generated token 0
         self.mask = torch.zeros(len(rows), self.length + room, dtype=torch.bool, device=device)
         self.mask[:, :start] = True
         self.mask[:, self.length :] = True
@@ -172,6 +176,47 @@ class _Batch:
         return out
 
 
+class _AttentionTap:
+    """Reads one attention layer's weights during a generate call, with eager attention switched on
+    for that call only (the fused kernels return no weights) and restored afterwards.
+
+    At every forward pass it keeps the last query position's weights, averaged over heads: after
+    the prompt pass, each prompt's last position; after each decode step, the fed token's row over
+    the generated columns (`generated[row, j, i]`: token j's weight on token i)."""
+
+    def __init__(self, model: PreTrainedModel, rows: int, max_new_tokens: int):
+        self.model = model
+        config = model.config.get_text_config()
+        types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+        index = max(i for i, kind in enumerate(types) if kind == "full_attention")
+        self.module = model.get_decoder().layers[index].self_attn
+        self.generated = torch.zeros(rows, max_new_tokens, max_new_tokens)
+        self.last = torch.zeros(0)
+
+    def __enter__(self) -> Self:
+        self.before = self.model.config._attn_implementation
+        self.model.set_attn_implementation("eager")
+        self.handle = self.module.register_forward_hook(self._read)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.remove()
+        self.model.set_attn_implementation(self.before)
+
+    def _read(self, module: torch.nn.Module, args: tuple, output: tuple) -> None:
+        weights = output[1]
+        if weights is None:
+            raise RuntimeError(f"{type(module).__name__} returned no attention weights under eager attention")
+        self.last = weights[:, :, -1].float().mean(dim=1).cpu()  # [rows, keys]
+
+    def record_step(self, live: torch.Tensor, step: int, first_generated: int) -> None:
+        self.generated[live.cpu(), step, : step + 1] = self.last[:, first_generated : first_generated + step + 1]
+
+    def summary(self, row: int, prompt: torch.Tensor, pieces: list[str], kept: int) -> Attention:
+        received = self.generated[row, :kept, :kept].tril(-1).max(dim=0).values if kept else torch.zeros(0)
+        return Attention(received.tolist(), prompt.tolist(), pieces)
+
+
 class HFCausalLM:
     """A transformers causal LM behind the skillrag `LM` protocol (see `skillrag.lm.base`)."""
 
@@ -181,6 +226,7 @@ class HFCausalLM:
         tokenizer: PreTrainedTokenizerBase,
         name: str | None = None,
         prefix_cache_size: int = 4,
+        chat: bool = False,
     ):
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -192,14 +238,28 @@ class HFCausalLM:
         self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
         self.prefix_cache_size = prefix_cache_size
         self._prefixes: OrderedDict[str, _Prefilled] = OrderedDict()
+        # chat: every prompt reaches the model framed by its chat template (lm.prompt_format).
+        self.chat = ChatFrame.of(tokenizer, self.name) if chat else None
 
     @property
     def device(self) -> torch.device:
         return self.model.device
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of a prompt, with the model's special tokens (e.g. gemma's `<bos>`)."""
-        return self.tokenizer(text).input_ids
+        """Token ids of a prompt, with the model's special tokens (e.g. gemma's `<bos>`; a chat
+        template writes them itself)."""
+        return self.tokenizer(text, add_special_tokens=self.chat is None).input_ids
+
+    def _format(self, prompts: Sequence[str], prefix: str | None) -> tuple[list[str], str | None]:
+        """Prompts and their shared prefix as the model reads them: as given in the plain format,
+        framed by the model's chat template in the chat format."""
+        for prompt in prompts:
+            if prefix is not None and not prompt.startswith(prefix):
+                raise ValueError(f"prompt does not start with the given prefix: {prompt[:80]!r}")
+        if self.chat is None:
+            return list(prompts), prefix
+        framed = [self.chat.wrap(prompt) for prompt in prompts]
+        return framed, self.chat.wrap_prefix(prefix, framed)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
@@ -212,6 +272,7 @@ class HFCausalLM:
         stop: Sequence[str] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
+        attention: bool = False,
     ) -> list[Generation]:
         """Greedy-decode every prompt in one batch. See `skillrag.lm.base.LM.generate`.
 
@@ -219,17 +280,21 @@ class HFCausalLM:
         the cut are dropped) or after `max_new_tokens`. Hidden states are mean-pooled over the kept
         tokens; an empty answer is represented by the state of its first generated token.
         `extra["cached_prompt_tokens"]` counts the prompt tokens taken from the prefix cache.
+        With `attention`, the call runs eager attention (the prefix cache is shared with other
+        calls and stays as computed) and summarises the last full-attention layer's weights
+        (`skillrag.lm.base.Attention`).
         """
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         if not prompts:
             return []
         layers = self._check_layers(capture)
+        prompts, prefix = self._format(prompts, prefix)
         ids = [self.encode(prompt) for prompt in prompts]
         if not all(ids):
             raise ValueError("every prompt needs at least one token")
         prefilled, start = self._shared_prefix(prefix, prompts, ids)
-        return self._generate(ids, prefilled, start, max_new_tokens, stop, layers)
+        return self._generate(ids, prefilled, start, max_new_tokens, stop, layers, attention)
 
     def _generate(
         self,
@@ -239,10 +304,14 @@ class HFCausalLM:
         max_new_tokens: int,
         stop: Sequence[str],
         layers: list[int],
+        attention: bool = False,
     ) -> list[Generation]:
         """Decode every row of `ids`, reusing the first `start` positions of `prefilled`."""
-        batch = _Batch(self, ids, prefilled, start, max_new_tokens, pad_left=True, logits_to_keep=1)
-        rows, logprobs, entropies, states = self._decode(batch, len(ids), max_new_tokens, stop, layers)
+        tap = _AttentionTap(self.model, len(ids), max_new_tokens) if attention else None
+        with tap or nullcontext():
+            batch = _Batch(self, ids, prefilled, start, max_new_tokens, pad_left=True, logits_to_keep=1)
+            prompt_rows = tap.last if tap is not None else None
+            rows, logprobs, entropies, states = self._decode(batch, len(ids), max_new_tokens, stop, layers, tap)
 
         results = []
         for i, row in enumerate(rows):
@@ -250,6 +319,12 @@ class HFCausalLM:
             if states is not None:
                 pooled = states[i, : max(row.kept, 1)].float().mean(dim=0).cpu()
                 hidden = {layer: pooled[j] for j, layer in enumerate(layers)}
+            summary = None
+            if tap is not None and prompt_rows is not None:
+                # The prompt's columns: the cached prefix, then its body right-aligned before the generated ones.
+                body = range(batch.first_generated - (len(ids[i]) - start), batch.first_generated)
+                columns = [*range(start), *body]
+                summary = tap.summary(i, prompt_rows[i, columns], [self.decode([t]) for t in ids[i]], row.kept)
             results.append(
                 Generation(
                     text=row.text,
@@ -260,15 +335,24 @@ class HFCausalLM:
                     hidden=hidden,
                     stopped_by=row.stopped_by,
                     extra={"cached_prompt_tokens": float(start)},
+                    pieces=[self.decode([t]) for t in row.ids[: row.kept]],
+                    attention=summary,
                 )
             )
         return results
 
     def _decode(
-        self, batch: _Batch, size: int, max_new_tokens: int, stop: Sequence[str], layers: list[int]
+        self,
+        batch: _Batch,
+        size: int,
+        max_new_tokens: int,
+        stop: Sequence[str],
+        layers: list[int],
+        tap: _AttentionTap | None = None,
     ) -> tuple[list[_Row], list[list[float]], list[list[float]], torch.Tensor | None]:
         """The greedy loop: per row, its tokens, their log-probs and entropies, and (when `layers`)
-        the hidden states of each generated token, [size, max_new_tokens, layers, hidden].
+        the hidden states of each generated token, [size, max_new_tokens, layers, hidden]; `tap`
+        records each fed token's attention row.
 
         The state of token t comes from the step that feeds t back in. Rows leave the batch once
         finished and once the states of all their kept tokens are recorded.
@@ -291,7 +375,7 @@ class HFCausalLM:
             live_rows = live.tolist()
             for i, token in zip(live_rows, chosen.tolist()):
                 self._advance(rows[i], token, stop, max_new_tokens)
-            feed = [j for j, i in enumerate(live_rows) if rows[i].needs_feed(step, bool(layers))]
+            feed = [j for j, i in enumerate(live_rows) if rows[i].needs_feed(step, bool(layers) or tap is not None)]
             if not feed:
                 break
             if len(feed) < len(live_rows):
@@ -299,6 +383,8 @@ class HFCausalLM:
                 batch.select(keep)
                 live, chosen = live[keep], chosen[keep]
             out = batch.step(chosen, layers)
+            if tap is not None:
+                tap.record_step(live, step, batch.first_generated)
             if states is not None:
                 states[live, step] = torch.stack([out.hidden_states[layer][:, -1] for layer in layers], dim=1)
             logits = out.logits[:, -1]
@@ -312,7 +398,7 @@ class HFCausalLM:
         tokens), the prompt is run once, and all continuations are scored in one batch on top
         of its KV.
         """
-        prompt_ids = self.encode(prompt)
+        prompt_ids = self.encode(self._format([prompt], None)[0][0])
         if not prompt_ids:
             raise ValueError("loglikelihood needs a prompt with at least one token")
         conts = [self._continuation_ids(text) for text in continuations]
@@ -335,6 +421,7 @@ class HFCausalLM:
         """
         if not options:
             raise ValueError("choose_and_generate needs at least one option")
+        [prompt], prefix = self._format([prompt], prefix)
         prompt_ids = self.encode(prompt)
         if not prompt_ids:
             raise ValueError("choose_and_generate needs a prompt with at least one token")
@@ -412,9 +499,6 @@ class HFCausalLM:
         (at least one body token is left per prompt); (None, 0) when nothing can be reused."""
         if prefix is None:
             return None, 0
-        for prompt in prompts:
-            if not prompt.startswith(prefix):
-                raise ValueError(f"prompt does not start with the given prefix: {prompt[:80]!r}")
         prefilled = self._prefixes.get(prefix)
         if prefilled is None:
             prefilled = self._prefill(self.encode(prefix))
@@ -453,8 +537,15 @@ def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+# Tokens that end a turn or a document in the model families used here. Qwen2.5's tokenizer says
+# its eos is `<|im_end|>`, but the instruct models end plain text with `<|endoftext|>`, and a
+# GGUF conversion's generation config does not always list it: missed, a row runs to the budget.
+END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|end_of_text|>", "<|eot_id|>", "<end_of_turn>", "<eos>", "</s>")
+
+
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
-    """End-of-sequence ids from the generation config (int or list) and the tokenizer."""
+    """End-of-sequence ids: the generation config's (int or list), the tokenizer's, and those of
+    the END_TOKENS the tokenizer has as special (added) tokens."""
     ids: set[int] = set()
     config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     if isinstance(config_eos, int):
@@ -463,6 +554,8 @@ def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[
         ids.update(config_eos)
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
+    added = tokenizer.get_added_vocab()
+    ids.update(added[token] for token in END_TOKENS if token in added)
     if not ids:
         raise ValueError("the model has no end-of-sequence token in its generation config or tokenizer")
     return ids

@@ -58,16 +58,18 @@ class ReusingLM:
         stop: Sequence[str] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
+        attention: bool = False,
     ) -> list[Generation]:
         """Each prompt from memory when the same call was made before; the others in one call
         (a prompt repeated within the call is computed once)."""
-        call = (max_new_tokens, tuple(stop), tuple(capture) if capture else None, prefix)
+        call = (max_new_tokens, tuple(stop), tuple(capture) if capture else None, prefix, attention)
         keys = [("generate", prompt, *call) for prompt in prompts]
         found = {key: self._recall(key) for key in dict.fromkeys(keys)}
         missing = [key for key, value in found.items() if value is None]
         if missing:
+            asked = {"attention": True} if attention else {}  # LMs without the option serve everyone else
             computed = self.inner.generate(
-                [key[1] for key in missing], max_new_tokens, stop=stop, capture=capture, prefix=prefix
+                [key[1] for key in missing], max_new_tokens, stop=stop, capture=capture, prefix=prefix, **asked
             )
             for key, generation in zip(missing, computed, strict=True):
                 found[key] = generation

@@ -16,10 +16,12 @@ from skillrag.config import Params
 from skillrag.paths import Paths
 from skillrag.stages.adaptive import train_adaptive
 from skillrag.stages.common import StageFn
+from skillrag.stages.analysis import analyze
 from skillrag.stages.evaluation import evaluate, gate_evaluate
 from skillrag.stages.indexing import gate_index, index
 from skillrag.stages.probing import train_probe
 from skillrag.stages.questions import gate_prepare, prepare
+from skillrag.stages.reporting import report
 from skillrag.stages.routing import train_router
 from skillrag.stages.settings import provenance, run_settings
 from skillrag.stages.states import extract, gate_extract
@@ -84,6 +86,21 @@ def _evaluate_summary(metrics: dict[str, dict[str, Any]], paths: Paths) -> str:
     )
 
 
+def _analyze_summary(result: dict[str, Any], paths: Paths) -> str:
+    sep = result["separability"]
+    measured = (
+        f"skill read from the state by a {sep['folds']}-fold linear probe {sep['probe_accuracy']:.2f} "
+        f"(most frequent skill {sep['majority_accuracy']:.2f})"
+        if sep["probe_accuracy"] is not None
+        else "separability not measured (too few)"
+    )
+    return f"analyze: {result['failure_states']} failure states, {measured}; numbers in {paths.analysis}"
+
+
+def _report_summary(path: Any, paths: Paths) -> str:
+    return f"report: {path}; Data Docs in {paths.data_docs}"
+
+
 def _adaptive_summary(report: dict[str, Any], paths: Paths) -> str:
     dev = report["dev"]
     shown = "not measured" if dev["accuracy"] is None else f"{dev['accuracy']:.3f} (majority label {dev['majority_accuracy']:.3f})"
@@ -100,12 +117,15 @@ STAGES: dict[str, Stage] = {
         Stage("train-router", train_router, None, _router_summary),
         Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
         Stage("evaluate", evaluate, None, _evaluate_summary),
+        Stage("analyze", analyze, None, _analyze_summary),
+        Stage("report", report, None, _report_summary),
     )
 }
 
 __all__ = [
     "STAGES",
     "Stage",
+    "analyze",
     "evaluate",
     "extract",
     "gate_evaluate",
@@ -115,6 +135,7 @@ __all__ = [
     "index",
     "prepare",
     "provenance",
+    "report",
     "run_settings",
     "train_adaptive",
     "train_probe",
