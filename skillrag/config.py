@@ -171,15 +171,9 @@ class ReportParams(_Section):
     against: str = "HEAD"  # git ref whose committed metrics "Change against the base" compares with
 
 
-class AnalyzeParams(_Section):
-    folds: int = Field(5, ge=2)  # k of the k-fold linear probe of skill from failure state (fewer when a skill has fewer states)
-    tsne_min_points: int = Field(10, ge=5)  # fewer failure states: PCA only, t-SNE is skipped (its neighbourhoods mean nothing)
-    seed: int = 0  # t-SNE and fold shuffling
-
-
-class ReportParams(_Section):
-    cases: int = Field(3, ge=0)  # case studies rendered from real skill_rag traces
-    against: str = "HEAD"  # git ref whose committed metrics "Change against the base" compares with
+class ReevaluateParams(_Section):
+    tolerance: float = Field(0.02, ge=0.0)  # scheduled re-evaluation fails when a metric is worse than committed by more
+    against: str = "HEAD"  # git ref holding the committed reports/metrics.json it compares with
 
 
 class Params(_Section):
@@ -197,8 +191,7 @@ class Params(_Section):
     evaluate: EvaluateParams = EvaluateParams()
     analyze: AnalyzeParams = AnalyzeParams()
     report: ReportParams = ReportParams()
-    analyze: AnalyzeParams = AnalyzeParams()
-    report: ReportParams = ReportParams()
+    reevaluate: ReevaluateParams = ReevaluateParams()
     profiles: dict[str, dict[str, Any]] = {}
 
     def resolved(self) -> dict[str, Any]:

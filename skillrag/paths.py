@@ -127,21 +127,6 @@ class Paths:
 
     @property
     def report(self) -> Path:
-        """The report a reviewer reads (committed)."""
-        return self.reports / "report.md"
-
-    @property
-    def data_docs(self) -> Path:
-        """The Great Expectations file context whose Data Docs render the gates' results (DVC-tracked)."""
-        return self.root / "data" / "data_docs"
-
-    @property
-    def analysis(self) -> Path:
-        """The failure-space analysis' numbers (DVC metrics); its figures are in `figures`."""
-        return self.reports / "analysis.json"
-
-    @property
-    def report(self) -> Path:
         """The report a reviewer reads (committed); a named evaluation's beside its metrics."""
         return self.results / "report.md"
 

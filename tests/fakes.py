@@ -8,15 +8,17 @@ passages by shared words.
 
 from __future__ import annotations
 
+import math
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import ClassVar
 
 import torch
 
 from skillrag.data.schema import Passage
-from skillrag.lm.base import Choice, Generation, Option, Pick, argmax
+from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, argmax
 from skillrag.retrieval.base import Hit
 
 
@@ -26,10 +28,15 @@ def hidden_state(text: str, layer: int, size: int) -> torch.Tensor:
     return torch.randn(size, generator=torch.Generator().manual_seed(seed))
 
 
+Reply = str | Generation | Callable[[str], Generation] | Exception
+
+
 class FakeLM:
     """`replies` answer generate calls (one per prompt), `likelihoods` loglikelihood calls and
     `choices` choose_and_generate calls: (option scores, the text generated after whichever option
-    is picked), each script in order; an Exception in any script is raised at that call."""
+    is picked), each script in order; an Exception in any script is raised at that call. A reply
+    is a text (one token per word, all confident), a ready Generation (`scripted`: its token
+    probabilities, entropies and attention), or a function of the prompt that returns one."""
 
     name = "fake-lm"
     num_layers = 4
@@ -37,7 +44,7 @@ class FakeLM:
 
     def __init__(
         self,
-        replies: Sequence[str | Exception] = (),
+        replies: Sequence[Reply] = (),
         likelihoods: Sequence[Sequence[float] | Exception] = (),
         choices: Sequence[tuple[Sequence[float], str] | Exception] = (),
     ) -> None:
@@ -62,12 +69,21 @@ class FakeLM:
         stop: Sequence[str] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
+        attention: bool = False,
     ) -> list[Generation]:
         out = []
         for prompt in prompts:
             assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
             self.calls.append(("generate", prompt))
-            out.append(self._generation(prompt, self._next(self.replies, "generate", prompt), capture))
+            reply = self._next(self.replies, "generate", prompt)
+            if callable(reply):
+                reply = reply(prompt)
+            if isinstance(reply, Generation):
+                assert attention or reply.attention is None, "a scripted attention summary that was not asked for"
+                hidden = {layer: hidden_state(reply.text, layer, self.hidden_size) for layer in capture or ()}
+                out.append(replace(reply, prompt_tokens=len(prompt.split()), hidden=hidden or None))
+            else:
+                out.append(self._generation(prompt, reply, capture))
         return out
 
     def _generation(self, prompt: str, text: str, capture: Sequence[int] | None) -> Generation:
@@ -75,7 +91,10 @@ class FakeLM:
             {layer: hidden_state(text, layer, self.hidden_size) for layer in capture} if capture else None
         )
         n = len(text.split())
-        return Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden, "stop")
+        pieces = re.findall(r"\s*\S+", text)
+        return Generation(
+            text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden, "stop", pieces=pieces
+        )
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         self.calls.append(("loglikelihood", prompt))
@@ -182,6 +201,33 @@ CORPUS = [
 ]
 
 
+def scripted(
+    pieces: Sequence[str],
+    probs: Sequence[float] | None = None,
+    entropies: Sequence[float] | None = None,
+    received: Sequence[float] | None = None,
+    prompt_weights: Mapping[str, float] | None = None,
+    prompt: str = "",
+    stopped_by: str = "stop",
+) -> Generation:
+    """A generation of exactly these token `pieces`, with these token probabilities (default 0.9)
+    and entropies (default 0.1); with `received` (or `prompt_weights`), an attention summary whose
+    prompt row, over `prompt` split into words, gives each listed word its weight (others 0)."""
+    n = len(pieces)
+    probs = list(probs) if probs is not None else [0.9] * n
+    entropies = list(entropies) if entropies is not None else [0.1] * n
+    summary = None
+    if received is not None or prompt_weights is not None:
+        words = re.findall(r"\s*\S+", prompt)
+        weights = [float((prompt_weights or {}).get(w.strip(), 0.0)) for w in words]
+        summary = Attention(list(received or [0.0] * n), weights, words)
+    text = "".join(pieces)
+    return Generation(
+        text, list(range(n)), [math.log(p) for p in probs], entropies, 0, None, stopped_by,
+        pieces=list(pieces), attention=summary,
+    )
+
+
 def answer(text: str, reasoning: str = "Thinking.") -> str:
     """A CoT reply as the model would write it after `Rationale:`."""
     return f" {reasoning}\nAnswer: {text}"
@@ -223,7 +269,7 @@ class RuleLM:
         n = len(text.split())
         return Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden or None, "stop")
 
-    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None) -> list[Generation]:
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None, attention=False):
         self.calls.append(("generate", list(prompts)))
         for prompt in prompts:
             assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"

@@ -44,13 +44,44 @@ class Prober(Protocol):
     def accepts(self, score: float) -> bool: ...
 
 
+class Gate(Protocol):
+    """What accepts or rejects an answer from its generation: the prober (hidden states of
+    `layers`, captured in the same generation) or a score of the tokens alone (entropy_rag)."""
+
+    @property
+    def layers(self) -> list[int]: ...
+
+    def score(self, generation: Generation) -> float: ...
+
+    def accepts(self, score: float) -> bool: ...
+
+
+@dataclass(frozen=True)
+class ProberGate:
+    """The prober as a gate: it scores the generation's hidden states."""
+
+    prober: Prober
+
+    @property
+    def layers(self) -> list[int]:
+        return self.prober.layers
+
+    def score(self, generation: Generation) -> float:
+        return self.prober.score(generation.hidden or {})
+
+    def accepts(self, score: float) -> bool:
+        return self.prober.accepts(score)
+
+
 @dataclass(frozen=True)
 class Components:
     """Everything a method runs on. `router`: a ready router (the learned one); None builds the
     prompt router from the LM when `params.router` is "prompt". `state_layers`: each answer's
     hidden vector, the mean over these layers, is kept in its round (training data for the
     learned router); empty: none. `classifier`: Adaptive-RAG's query-complexity classifier
-    (skillrag.methods.complexity), None when no method needs it."""
+    (skillrag.methods.complexity), None when no method needs it. `passage_words`: each passage
+    cut to this many words in answer prompts (None: whole). `thresholds`: the trigger thresholds
+    tuned on dev (skillrag.methods.thresholds), which `auto` params resolve to."""
 
     lm: LM
     retriever: Retriever
@@ -61,6 +92,8 @@ class Components:
     router: Router | None = None
     state_layers: tuple[int, ...] = ()
     classifier: ComplexityClassifier | None = None
+    passage_words: int | None = None
+    thresholds: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_params(
@@ -72,6 +105,7 @@ class Components:
         router: Router | None = None,
         state_layers: Sequence[int] = (),
         classifier: ComplexityClassifier | None = None,
+        thresholds: Mapping[str, float] | None = None,
     ) -> Components:
         return cls(
             lm,
@@ -83,6 +117,8 @@ class Components:
             router,
             tuple(state_layers),
             classifier,
+            params.retrieval.passage_words,
+            dict(thresholds or {}),
         )
 
 
@@ -92,8 +128,10 @@ def open_components(
 ) -> Components:
     """Everything a method needs, opened from params; the prober only when `needs_prober` (the
     baselines run without), the learned router when `methods.router` is "learned", the
-    query-complexity classifier only when `needs_classifier` (Adaptive-RAG)."""
+    query-complexity classifier only when `needs_classifier` (Adaptive-RAG), and the trigger
+    thresholds tuned on dev when they exist."""
     from skillrag import runtime
+    from skillrag.methods.thresholds import load_thresholds
 
     retriever = runtime.open_retriever(params, paths)
     lm = lm if lm is not None else runtime.open_lm(params)
@@ -108,7 +146,8 @@ def open_components(
         from skillrag.methods.complexity import load_classifier
 
         classifier = load_classifier(paths.adaptive, lm)
-    return Components.from_params(params, lm, retriever, prober, router, classifier=classifier)
+    thresholds = load_thresholds(paths.thresholds)  # {} before `skillrag tune-thresholds` ran
+    return Components.from_params(params, lm, retriever, prober, router, classifier=classifier, thresholds=thresholds)
 
 class Meter:
     """Costs accumulated since the last `take`."""
@@ -135,9 +174,11 @@ class MeteredLM:
         stop: Sequence[str] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
+        attention: bool = False,
     ) -> list[Generation]:
         self.meter.pending.llm_calls += 1
-        out = self.inner.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix)
+        asked = {"attention": True} if attention else {}  # LMs without the option serve everyone else
+        out = self.inner.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix, **asked)
         self.meter.pending.tokens_in += sum(g.prompt_tokens for g in out)
         self.meter.pending.tokens_out += sum(g.new_tokens for g in out)
         return out
@@ -192,25 +233,27 @@ def answer_with(
     lm: LM,
     question: str,
     passages: Sequence[Passage],
-    prober: Prober | None,
+    gate: Gate | None,
     max_new_tokens: int,
     capture: Sequence[int] = (),
+    passage_words: int | None = None,
 ) -> Attempt:
-    """CoT-answer `question` over `passages` (closed-book when empty), capturing the prober's
-    layers (and `capture`) in the same generation and scoring them."""
-    prompt = cot_prompt(question, passages)
-    layers = sorted({*(prober.layers if prober is not None else ()), *capture}) or None
+    """CoT-answer `question` over `passages` (closed-book when empty, each cut to `passage_words`
+    words), capturing the gate's layers (and `capture`) in the same generation; the gate (the
+    prober, or a token score) gives its verdict."""
+    prompt = cot_prompt(question, passages, passage_words)
+    layers = sorted({*(gate.layers if gate is not None else ()), *capture}) or None
     gen = lm.generate([prompt.text], max_new_tokens, stop=STOP, capture=layers, prefix=prompt.prefix)[0]
     budget_hit = gen.stopped_by == "length"
     parsed = parse_answer(gen.text, prompt.text, truncated=budget_hit)
     read = {"flexible": parsed.flexible, "budget_hit": budget_hit}
     if layers is not None and gen.hidden is None:
         raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {layers}")
-    if prober is None:
+    if gate is None:
         return Attempt(parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, None, None, **read)
-    score = prober.score(gen.hidden)
+    score = gate.score(gen)
     return Attempt(
-        parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, score, prober.accepts(score), **read
+        parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, score, gate.accepts(score), **read
     )
 
 
@@ -258,7 +301,13 @@ class Session:
             passages = interleave([*found, previous], m.parts.k)
             self.issued.update(query_key(q) for q in queries)
         attempt = answer_with(
-            m.lm, self.question.question, passages, m.parts.prober, m.parts.max_new_tokens, m.parts.state_layers
+            m.lm,
+            self.question.question,
+            passages,
+            m.gate,
+            m.parts.max_new_tokens,
+            m.parts.state_layers,
+            m.parts.passage_words,
         )
         return self.record_attempt(stage, queries, attempt, routing, fallbacks)
 
@@ -374,13 +423,16 @@ class Method(ABC):
     # The inputs (questions, model, prompts, index, prober, router) and dotted params its traces
     # depend on: the run settings record exactly these, so a resumed run is refused only for a
     # change the method would see (skillrag.stages.run_settings).
-    reads: ClassVar[tuple[str, ...]] = ("questions", "model", "prompts", "lm.max_new_tokens")
+    reads: ClassVar[tuple[str, ...]] = ("questions", "model", "prompts", "lm.max_new_tokens", "lm.prompt_format")
 
     def __init__(self, parts: Components, meter: Meter | None = None) -> None:
         """`meter`: count on another method's meter (a method that runs others as its steps)."""
         if self.needs_prober and parts.prober is None:
             raise ValueError(f"method {self.name!r} needs a trained prober")
         self.parts = parts
+        # What accepts an answer (score and verdict in its round): the prober when given;
+        # entropy_rag sets its own.
+        self.gate: Gate | None = ProberGate(parts.prober) if parts.prober is not None else None
         self.meter = meter if meter is not None else Meter()
         self.lm = MeteredLM(parts.lm, self.meter)
         self.retriever = MeteredRetriever(parts.retriever, self.meter)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from skillrag.methods.adaptive_rag import AdaptiveRAG
 from skillrag.methods.base import Components, Method
+from skillrag.methods.dragin import Dragin
+from skillrag.methods.entropy_rag import EntropyRAG
+from skillrag.methods.flare import Flare
 from skillrag.methods.ircot import IRCoT
 from skillrag.methods.probing_rag import ProbingRAG
 from skillrag.methods.simple import NoRetrieval, SingleStep
@@ -18,6 +21,9 @@ METHODS: dict[str, type[Method]] = {
         SkillRAG,
         IRCoT,
         AdaptiveRAG,
+        Flare,
+        Dragin,
+        EntropyRAG,
     )
 }
 

@@ -61,6 +61,7 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
         "index": lambda: index_digest(paths.index),
         "prober": lambda: digest(*sorted(paths.probe.glob("*.*"))),
         "router": lambda: digest(*sorted(paths.router.glob("*.*"))),
+        "thresholds": lambda: digest(paths.thresholds) if paths.thresholds.exists() else None,
         "adaptive": lambda: digest(*sorted(paths.adaptive.rglob("*.*"))),
     }
 

@@ -307,8 +307,8 @@ def test_skill_rag_costs_two_calls_per_retry_against_probing_rags_one():
 
 def test_factory_rejects_what_it_cannot_build():
     lm, retriever = FakeLM(), OverlapRetriever(CORPUS)
-    with pytest.raises(ValueError, match="unknown method 'flare'"):
-        build_method("flare", Components(lm, retriever))
+    with pytest.raises(ValueError, match="unknown method 'self_rag'"):
+        build_method("self_rag", Components(lm, retriever))
     with pytest.raises(ValueError, match="needs a trained prober"):
         build_method("probing_rag", Components(lm, retriever))
     with pytest.raises(ValueError, match="pass the trained router"):

@@ -1,0 +1,105 @@
+"""DRAGIN (Su et al. 2024; reference: the oneal2000/DRAGIN repository): retrieval triggered by a
+token's real-time information need (RIND), with the query formed from the model's attention (QFS).
+
+Each step continues the CoT prompt (with the latest passages, if any) and the text kept so far,
+asking the LM for its attention summary (skillrag.lm.base.Attention). A generated token's RIND is
+its entropy x the largest attention any later generated token gives it x whether it belongs to a
+real word (not a stop word; the reference uses a part-of-speech filter). At the first token whose
+RIND exceeds `methods.dragin.threshold` (auto: tuned on dev, skillrag.methods.thresholds) the
+output is cut before that token, and the query is formed by QFS: the `methods.dragin.query_words`
+real words of the question and the kept text that the last position attends to most, read from
+one more call on the closed-book prompt + kept text (the reference also runs the model again on
+question + text for this), in text order. The top-k passages replace the previous ones and the
+CoT continues from the cut. With no token above the threshold (or after
+`methods.dragin.max_retrievals` retrievals) the continuation is kept whole and the CoT ends.
+
+Rounds: one per retrieval (stage "dragin": its query, passages, the CoT so far), then "answer".
+"""
+
+from __future__ import annotations
+
+from skillrag.data.schema import Passage
+from skillrag.lm.base import Attention, Generation
+from skillrag.methods.base import Attempt, Components, Meter, Method, Session
+from skillrag.methods.simple import RETRIEVAL_READS
+from skillrag.methods.thresholds import resolve_threshold
+from skillrag.methods.tokens import real_tokens, real_words, starts
+from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
+
+THRESHOLD = "methods.dragin.threshold"
+
+
+def rind(generation: Generation) -> list[float]:
+    """Each generated token's RIND: entropy x max attention received from later tokens x real word."""
+    if generation.attention is None:
+        raise RuntimeError("DRAGIN needs the LM's attention summary (generate(..., attention=True))")
+    real = real_tokens(generation.pieces)
+    return [h * a * r for h, a, r in zip(generation.entropies, generation.attention.received, real, strict=True)]
+
+
+def highest_rind(generation: Generation) -> float:
+    """The largest RIND of a generation (0 when empty): DRAGIN retrieves when it exceeds the threshold."""
+    return max(rind(generation), default=0.0)
+
+
+def qfs_query(attention: Attention, spans: list[tuple[int, int]], n: int) -> str:
+    """The `n` distinct real words inside `spans` (character ranges of the prompt) that the
+    prompt's last position attends to most (a word's weight: its best occurrence), in the order
+    they first occur."""
+    text = "".join(attention.prompt_pieces)
+    best: dict[str, tuple[float, int, str]] = {}  # lower-cased word -> (weight, first position, word)
+    for position, (word, weight) in enumerate(real_words(text, attention.prompt, starts(attention.prompt_pieces), spans)):
+        seen = best.get(word.lower())
+        best[word.lower()] = (max(weight, seen[0]), seen[1], seen[2]) if seen else (weight, position, word)
+    top = sorted(best.values(), key=lambda item: -item[0])[:n]
+    return " ".join(word for _, _, word in sorted(top, key=lambda item: item[1]))
+
+
+class Dragin(Method):
+    name = "dragin"
+    trigger = f"{THRESHOLD} (auto: data/thresholds/thresholds.json; no token's RIND exceeded it)"
+    reads = (*Method.reads, *RETRIEVAL_READS, "thresholds", "methods.dragin")
+
+    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
+        super().__init__(parts, meter)
+        self.threshold = resolve_threshold(parts.params.dragin.threshold, THRESHOLD, parts.thresholds)
+
+    def run(self, session: Session) -> None:
+        question, dragin = session.question.question, self.parts.params.dragin
+        cot, passages, used, retrievals = "", (), 0, 0
+        while True:
+            prompt = cot_prompt(question, passages, self.parts.passage_words)
+            budget = self.parts.max_new_tokens - used
+            generation = self.lm.generate(
+                [prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix, attention=True
+            )[0]
+            scores = rind(generation)
+            cut = next((i for i, score in enumerate(scores) if score > self.threshold), None)
+            if cut is None or retrievals == dragin.max_retrievals:
+                cot += generation.text
+                budget_hit = generation.stopped_by == "length"
+                session.record_attempt("answer", [], self._attempt(question, passages, cot, budget_hit))
+                session.stop("done" if cut is None else "max_rounds")
+                return
+            cot, used, retrievals = cot + "".join(generation.pieces[:cut]), used + cut, retrievals + 1
+            query = self._qfs(question, cot, dragin.query_words) or question
+            passages = tuple(found.passage for found in self.retriever.search(query, self.parts.k))
+            session.record_attempt("dragin", [query], self._attempt(question, passages, cot))
+
+    def _qfs(self, question: str, cot: str, n: int) -> str:
+        """QFS over the question and the kept CoT, read from the closed-book prompt + kept CoT."""
+        prompt = cot_prompt(question)
+        [read] = self.lm.generate([prompt.text + cot], 1, stop=STOP, prefix=prompt.prefix, attention=True)
+        if read.attention is None:
+            raise RuntimeError("DRAGIN needs the LM's attention summary (generate(..., attention=True))")
+        # Offsets from the end: the tokens' texts may start with a special token (gemma's <bos>).
+        shift = len("".join(read.attention.prompt_pieces)) - len(prompt.text + cot)
+        asked = prompt.text.rindex(question) + shift
+        end = len(prompt.text) + shift
+        spans = [(asked, asked + len(question)), (end, end + len(cot))]
+        return qfs_query(read.attention, spans, n)
+
+    def _attempt(self, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool = False) -> Attempt:
+        prompt = cot_prompt(question, passages, self.parts.passage_words)
+        parsed = parse_answer(cot, prompt.text, truncated=budget_hit)
+        return Attempt(parsed.reasoning, parsed.answer, passages, None, None, None, parsed.flexible, budget_hit)

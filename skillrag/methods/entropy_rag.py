@@ -1,0 +1,53 @@
+"""entropy_rag: Probing-RAG's loop with the prober replaced by the answer's mean token entropy.
+
+The simplest gate a practitioner would try first, and the baseline that tells whether
+hidden-state probing earns its cost: the same rounds as probing_rag (closed-book, retrieve with
+the question, re-query), accepting an answer when the mean entropy of its generated tokens is at
+most `methods.entropy_rag.cut` (auto: tuned on dev, skillrag.methods.thresholds). It needs no
+prober and no extra LLM call: the entropies come with the answer's generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skillrag.lm.base import Generation
+from skillrag.methods.base import Components, Meter, Method
+from skillrag.methods.probing_rag import ProbingRAG
+from skillrag.methods.simple import RETRIEVAL_READS
+from skillrag.methods.thresholds import resolve_threshold
+
+CUT = "methods.entropy_rag.cut"
+
+
+def mean_entropy(generation: Generation) -> float:
+    """The mean entropy (nats) of the generated tokens' distributions; 0 for an empty answer."""
+    return sum(generation.entropies) / len(generation.entropies) if generation.entropies else 0.0
+
+
+@dataclass(frozen=True)
+class EntropyGate:
+    """Accepts an answer whose mean token entropy is at most `cut` (its score, in the round)."""
+
+    cut: float
+
+    @property
+    def layers(self) -> list[int]:
+        return []  # nothing to capture: the entropies come with every generation
+
+    def score(self, generation: Generation) -> float:
+        return mean_entropy(generation)
+
+    def accepts(self, score: float) -> bool:
+        return score <= self.cut
+
+
+class EntropyRAG(ProbingRAG):
+    name = "entropy_rag"
+    needs_prober = False
+    trigger = f"{CUT} (auto: data/thresholds/thresholds.json; every closed-book answer was at most the cut)"
+    reads = (*Method.reads, *RETRIEVAL_READS, "thresholds", "methods.entropy_rag", "methods.max_rounds")
+
+    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
+        super().__init__(parts, meter)
+        self.gate = EntropyGate(resolve_threshold(parts.params.entropy_rag.cut, CUT, parts.thresholds))

@@ -1,0 +1,116 @@
+"""FLARE-direct (Jiang et al. 2023), after FlashRAG's `FLAREPipeline`: active retrieval sentence by
+sentence, triggered by a low-probability token.
+
+The CoT is written one sentence at a time. Each step generates a look-ahead (up to
+`methods.flare.look_ahead` tokens) continuing the CoT prompt and the sentences kept so far, and
+takes its first sentence. If every token of that sentence has probability at least theta
+(`methods.flare.theta`; auto: tuned on dev, skillrag.methods.thresholds), it is kept. Otherwise
+the sentence becomes the query with its low-probability tokens masked out (when no word is left:
+the question and the sentences kept so far), the top-k passages are retrieved, and the sentence is
+regenerated over them; the regenerated one is kept unchecked. The later sentences of a
+look-ahead are checked in turn rather than generated again (greedy decoding would write the same
+over the same passages and text), so a confident CoT costs one call. Passages stay in the prompt until
+the next retrieval replaces them (FLARE; FlashRAG drops them after the sentence). The CoT ends
+when the `Answer:` line is written and a new line follows, when the look-ahead ends on its own,
+after `methods.flare.max_iterations` sentences, or at the answer budget (`lm.max_new_tokens`
+kept tokens). The answer is read from the whole CoT by the strict parser every method uses.
+
+Rounds: one per retrieval (stage "flare": its query, passages, the CoT so far), then "answer"
+(the final CoT and answer over the passages in the prompt at the end).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from skillrag.data.schema import Passage
+from skillrag.lm.base import Generation
+from skillrag.methods.base import Attempt, Components, Meter, Method, Session
+from skillrag.methods.simple import RETRIEVAL_READS
+from skillrag.methods.thresholds import resolve_threshold
+from skillrag.methods.tokens import sentences
+from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
+
+THETA = "methods.flare.theta"
+_WORD = re.compile(r"\w")
+
+
+def lowest_probability(generation: Generation) -> float:
+    """The smallest probability among the generated tokens (1 when none): FLARE retrieves before
+    keeping a sentence that holds a token below theta."""
+    return math.exp(min(generation.logprobs)) if generation.logprobs else 1.0
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of a look-ahead: its text, tokens and their probabilities; `last`: nothing
+    follows it and the look-ahead ended on its own (a stop string or end of text); `newline`: a
+    line break follows it."""
+
+    text: str
+    pieces: list[str]
+    probs: list[float]
+    last: bool
+    newline: bool
+
+
+def split_look_ahead(look: Generation) -> list[Sentence]:
+    """A look-ahead as consecutive sentences (one empty sentence when nothing was generated)."""
+    split = sentences(look.pieces, look.text) or [(look.text, 0, 0)]
+    stopped = look.stopped_by != "length"
+    found = []
+    for i, (text, a, b) in enumerate(split):
+        later = "".join(t for t, _, _ in split[i + 1 :])
+        probs = [math.exp(lp) for lp in look.logprobs[a:b]]
+        found.append(Sentence(text, look.pieces[a:b], probs, stopped and not later.strip(), later.startswith("\n")))
+    return found
+
+
+def masked_query(pieces: list[str], probs: list[float], theta: float) -> str:
+    """The sentence without its tokens of probability below theta, whitespace folded; "" when no
+    word is left."""
+    kept = "".join(piece for piece, p in zip(pieces, probs) if p >= theta)
+    query = " ".join(kept.split())
+    return query if _WORD.search(query) else ""
+
+
+class Flare(Method):
+    name = "flare"
+    trigger = f"{THETA} (auto: data/thresholds/thresholds.json; no look-ahead token was below theta)"
+    reads = (*Method.reads, *RETRIEVAL_READS, "thresholds", "methods.flare")
+
+    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
+        super().__init__(parts, meter)
+        self.theta = resolve_threshold(parts.params.flare.theta, THETA, parts.thresholds)
+
+    def run(self, session: Session) -> None:
+        question, flare, budget = session.question.question, self.parts.params.flare, self.parts.max_new_tokens
+        cot, passages, used, kept, ended = "", (), 0, 0, False
+        # The rest of the latest look-ahead: greedy decoding would write the same again over the
+        # same passages and text, so its sentences are checked in turn instead of regenerated.
+        pending: list[Sentence] = []
+        while not ended and kept < flare.max_iterations and used < budget:
+            pending = pending or self._look_ahead(question, passages, cot, min(flare.look_ahead, budget - used))
+            sentence = pending.pop(0)
+            if any(p < self.theta for p in sentence.probs):
+                query = masked_query(sentence.pieces, sentence.probs, self.theta) or " ".join(f"{question} {cot}".split())
+                passages = tuple(hit.passage for hit in self.retriever.search(query, self.parts.k))
+                pending = self._look_ahead(question, passages, cot, min(flare.look_ahead, budget - used))
+                sentence = pending.pop(0)  # kept unchecked: it was written over the evidence
+                session.record_attempt("flare", [query], self._attempt(question, passages, cot + sentence.text))
+            cot, used, kept = cot + sentence.text, used + len(sentence.pieces), kept + 1
+            ended = sentence.last or (sentence.newline and bool(parse_answer(cot).answer))
+        budget_hit = not ended and used >= budget
+        session.record_attempt("answer", [], self._attempt(question, passages, cot, budget_hit))
+        session.stop("done" if ended else "max_rounds")
+
+    def _look_ahead(self, question: str, passages: tuple[Passage, ...], cot: str, budget: int) -> list[Sentence]:
+        prompt = cot_prompt(question, passages, self.parts.passage_words)
+        return split_look_ahead(self.lm.generate([prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix)[0])
+
+    def _attempt(self, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool = False) -> Attempt:
+        prompt = cot_prompt(question, passages, self.parts.passage_words)
+        parsed = parse_answer(cot, prompt.text, truncated=budget_hit)
+        return Attempt(parsed.reasoning, parsed.answer, passages, None, None, None, parsed.flexible, budget_hit)

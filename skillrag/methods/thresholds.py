@@ -1,0 +1,55 @@
+"""The retrieving baselines' trigger thresholds (FLARE's theta, DRAGIN's RIND threshold,
+entropy_rag's cut): the rule that picks one on dev, and the file the methods read it from.
+
+A threshold param is `auto` (the value tuned on dev by `skillrag tune-thresholds`, in
+data/thresholds/thresholds.json) or a number that overrides it. The rule (stage tune_thresholds,
+skillrag.stages.thresholds): each trigger scores every dev question's closed-book generation for
+its first decision, and the threshold is the candidate whose share of dev questions sent to
+retrieval is closest to the target rate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
+from pathlib import Path
+
+
+def load_thresholds(path: Path) -> dict[str, float]:
+    """The tuned thresholds by param key (e.g. "methods.flare.theta"); {} when not tuned yet."""
+    if not path.exists():
+        return {}
+    return {key: float(value) for key, value in json.loads(path.read_text())["thresholds"].items()}
+
+
+def resolve_threshold(value: str | float, key: str, tuned: Mapping[str, float]) -> float:
+    """A threshold param's value: the number given, or for `auto` the value tuned on dev."""
+    if value != "auto":
+        return float(value)
+    if key not in tuned:
+        raise ValueError(
+            f"{key} is auto but no tuned value is in data/thresholds/thresholds.json: "
+            f"run `skillrag tune-thresholds` (or set {key} to a number)"
+        )
+    return tuned[key]
+
+
+def retrieval_rate(scores: Sequence[float], threshold: float, above: bool) -> float:
+    """The share of scores that trigger retrieval: above the threshold (`above`), else below it."""
+    if not scores:
+        return 0.0
+    return sum((s > threshold) if above else (s < threshold) for s in scores) / len(scores)
+
+
+def pick_threshold(scores: Sequence[float], above: bool, target: float) -> tuple[float, float]:
+    """(threshold, the retrieval rate it gives) whose rate is closest to `target`, among the
+    midpoints between adjacent distinct scores and the two extreme scores (retrieval iff a score
+    is strictly beyond the threshold); ties go to the lower retrieval rate (fewer retrievals)."""
+    if not scores:
+        raise ValueError("no dev scores to choose a threshold from")
+    values = sorted(set(scores))
+    candidates = [values[0], *((a + b) / 2 for a, b in pairwise(values)), values[-1]]
+    rated = [(abs(retrieval_rate(scores, c, above) - target), retrieval_rate(scores, c, above), c) for c in candidates]
+    _, rate, threshold = min(rated)
+    return threshold, rate

@@ -1,0 +1,112 @@
+"""DRAGIN on a scripted LM whose entropies and attention summaries make RIND fire or not: where
+the output is cut, the QFS query, and the continuation over the passages."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillrag.config import DraginParams, MethodsParams
+from skillrag.data.schema import Question
+from skillrag.methods import Components, build_method
+from skillrag.methods.dragin import rind
+from tests.fakes import CORPUS, FakeLM, OverlapRetriever, scripted
+
+QUESTION = Question("q1", "nq", "Who directed Cast Away?", ["Robert Zemeckis"])
+ANSWER_LINE = ["\n", "Answer", ":", " Robert", " Zemeckis"]
+GUESS = [" Cast", " Away", " was", " directed", " by", " Tom", " Hanks", ".", "\n", "Answer", ":", " Tom"]
+# " by" is unsure and much attended but a stop word; " Tom" is the first real word over 0.5
+ENTROPIES = [0.1, 0.1, 0.1, 0.1, 3.0, 2.0, 2.0, 0.1, 0.1, 0.1, 0.1, 2.0]
+RECEIVED = [0.2, 0.2, 0.2, 0.2, 0.9, 0.5, 0.1, 0.1, 0.1, 0.1, 0.1, 0.0]
+
+
+def run(replies, threshold=0.5, **dragin):
+    lm, retriever = FakeLM(replies), OverlapRetriever(CORPUS)
+    params = MethodsParams(dragin=DraginParams(threshold=threshold, **dragin))
+    parts = Components(lm, retriever, params=params, k=2, max_new_tokens=64)
+    trace = build_method("dragin", parts).answer(QUESTION)
+    assert lm.exhausted, "the script was not fully used"
+    return trace, lm, retriever
+
+
+def qfs_reply(weights: dict[str, float], ends_with: str):
+    """The QFS call: the closed-book prompt + the kept text, read for its attention row."""
+
+    def reply(prompt: str):
+        assert "Passages:" not in prompt and prompt.endswith(ends_with)
+        return scripted([" x"], prompt=prompt, prompt_weights=weights)
+
+    return reply
+
+
+def with_passages(*pieces: str, ends_with: str):
+    def reply(prompt: str):
+        assert "Passages:\n[1] " in prompt and prompt.endswith(ends_with)
+        return scripted(list(pieces), received=[0.0] * len(pieces))
+
+    return reply
+
+
+def test_rind_is_entropy_times_attention_received_for_real_words_only():
+    generation = scripted(GUESS, entropies=ENTROPIES, received=RECEIVED)
+    scores = rind(generation)
+    assert scores[4] == 0.0  # " by": a stop word, whatever its entropy and attention
+    assert scores[5] == pytest.approx(1.0) and scores[6] == pytest.approx(0.2)
+    assert scores[0] == pytest.approx(0.02) and scores[7] == 0.0  # "." is no word
+
+
+def test_no_token_over_the_threshold_keeps_the_closed_book_cot():
+    calm = scripted([" Zemeckis", " directed", " it", ".", *ANSWER_LINE], entropies=[0.4] * 9, received=[1.0] * 9)
+    trace, lm, retriever = run([calm], threshold=0.5)
+    assert retriever.queries == [] and len(lm.calls) == 1
+    assert [r.stage for r in trace.rounds] == ["answer"]
+    assert (trace.answer, trace.termination) == ("Robert Zemeckis", "done")
+
+
+def test_the_first_token_over_the_threshold_cuts_the_output_and_qfs_forms_the_query():
+    kept = " Cast Away was directed by"
+    weights = {
+        "Cast": 0.30, "directed": 0.25, "Away": 0.05, "Away?": 0.05,
+        "Who": 0.90,  # a stop word
+        "Rationale:": 0.95,  # the prompt's own label, outside the question and the CoT
+        "Eiffel": 0.99,  # a few-shot exemplar's word
+    }
+    replies = [
+        scripted(GUESS, entropies=ENTROPIES, received=RECEIVED),
+        qfs_reply(weights, ends_with="Rationale:" + kept),
+        with_passages(" Robert", " Zemeckis", ".", *ANSWER_LINE, ends_with="Rationale:" + kept),
+    ]
+    trace, lm, retriever = run(replies, query_words=2)
+    assert retriever.queries == ["directed Cast"]  # the two most attended real words, in text order
+    assert [r.stage for r in trace.rounds] == ["dragin", "answer"]
+    dragin, final = trace.rounds
+    assert (dragin.queries, dragin.passage_ids) == (["directed Cast"], ["cast", "hanks"])
+    assert dragin.reasoning == kept.strip()
+    assert final.reasoning == "Cast Away was directed by Robert Zemeckis."
+    assert (trace.answer, trace.termination) == ("Robert Zemeckis", "done")
+    assert (trace.totals.llm_calls, trace.totals.retrievals) == (3, 1)
+
+
+def test_a_higher_threshold_does_not_fire_on_the_same_tokens():
+    trace, _, retriever = run([scripted(GUESS, entropies=ENTROPIES, received=RECEIVED)], threshold=1.0)
+    assert retriever.queries == [] and trace.answer == "Tom"
+
+
+def test_after_max_retrievals_the_continuation_is_kept_whole():
+    kept = " Cast Away was directed by"
+    replies = [
+        scripted(GUESS, entropies=ENTROPIES, received=RECEIVED),
+        qfs_reply({"Cast": 0.5}, ends_with=kept),
+        lambda prompt: scripted([" Tom", " Hanks", ".", *ANSWER_LINE], entropies=[2.0] * 8, received=[0.5] * 8),
+    ]
+    trace, _, retriever = run(replies, max_retrievals=1, query_words=1)
+    assert retriever.queries == ["Cast"]
+    assert (trace.termination, trace.answer) == ("max_rounds", "Robert Zemeckis")
+    assert trace.rounds[-1].reasoning == "Cast Away was directed by Tom Hanks."
+
+
+def test_threshold_auto_reads_the_tuned_value():
+    lm = FakeLM([scripted(GUESS, entropies=ENTROPIES, received=RECEIVED)])
+    parts = Components(lm, OverlapRetriever(CORPUS), thresholds={"methods.dragin.threshold": 1.5})
+    assert build_method("dragin", parts).answer(QUESTION).answer == "Tom"
+    with pytest.raises(ValueError, match="methods.dragin.threshold is auto"):
+        build_method("dragin", Components(lm, OverlapRetriever(CORPUS)))
