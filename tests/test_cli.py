@@ -44,6 +44,7 @@ def test_empty_question_is_refused(params_file):
 def test_unknown_method_is_refused(params_file):
     code, out = invoke(params_file, "ask", "Who?", "--method", "magic")
     assert code == 1 and "unknown method 'magic'" in out
+    assert "ircot" in out and "adaptive_rag" in out  # every registered method is listed
 
 
 def test_missing_index_names_the_command_that_builds_it(params_file):
@@ -99,6 +100,17 @@ def test_missing_prober_names_the_command_that_builds_it(params_file, monkeypatc
     with pytest.raises(SystemExit) as info:
         cli.run()
     assert info.value.code == 1 and "skillrag train-probe" in capsys.readouterr().err
+
+
+def test_missing_classifier_names_the_command_that_builds_it(params_file, monkeypatch, capsys):
+    """adaptive_rag opens its classifier (and no prober) through the real open_components path."""
+    monkeypatch.setattr(runtime, "open_lm", lambda params: FakeLM())
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever([]))
+    monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "ask", "Who?", "--method", "adaptive_rag"])
+    with pytest.raises(SystemExit) as info:
+        cli.run()
+    err = capsys.readouterr().err
+    assert info.value.code == 1 and "skillrag train-adaptive" in err and "train-probe" not in err
 
 
 @pytest.mark.parametrize(
