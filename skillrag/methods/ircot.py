@@ -9,9 +9,11 @@ by the `Answer:` line or says "the answer is", when nothing more is generated, o
 
 Each step continues the same CoT prompt as the other methods (skillrag.prompts.cot), its
 passages block the collected passages, at most `methods.ircot.max_passages` (the paper keeps
-15), the newest interleaved first (`interleave`); the answer is read from the whole CoT by the
-same strict parser. The first step's generation is single_step's, so evaluation reuses it. Each
-step is one round: its query, the passages it read, the CoT so far.
+15), the newest interleaved first (`interleave`), each cut to `retrieval.passage_words` words as
+in every answer prompt; the answer is read from the whole CoT by the same strict parser. The
+first step's generation is single_step's, so evaluation reuses it. Each step is one round: its
+query, the passages it read, the CoT so far. The continuation assumes the plain prompt format
+(`lm.prompt_format`): a chat template would close the user turn before the partial rationale.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class IRCoT(Method):
         for step in range(1, steps.max_steps + 1):
             found = [hit.passage for hit in self.retriever.search(query, self.parts.k)]
             collected = interleave([found, collected], steps.max_passages)
-            prompt = cot_prompt(question, collected)
+            prompt = cot_prompt(question, collected, self.parts.passage_words)
             generation = self.lm.generate(
                 [prompt.text + cot], self.parts.max_new_tokens, stop=STOP, prefix=prompt.prefix
             )[0]
