@@ -1,21 +1,33 @@
-"""What every flow shares: loading params the way the CLI does, and running a stage and its
-gate as Prefect tasks around the library functions in `skillrag.stages`."""
+"""What every flow shares: loading params the way the CLI does, running a stage and its gate as
+Prefect tasks around the library functions in `skillrag.stages` (retrying transient failures,
+never a gate's verdict), and handing a stage's shards to Dask workers.
+
+Sharding: `extract` and `evaluate` take `shards` and a `ShardMap`; `submit_shards` runs each
+shard as a Prefect task on the flow's task runner, which `task_runner` makes a prefect-dask
+`DaskTaskRunner` (a local cluster of `workers` processes, or the scheduler at `address`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import Task, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
+from prefect.states import State
 
 from skillrag.config import Params, load_params
 from skillrag.env import apply_offline_defaults
 from skillrag.paths import Paths
-from skillrag.stages import Stage
+from skillrag.stages import STAGES, Stage
 
 apply_offline_defaults()
+
+RETRIES = 2  # a transient failure (out of memory, I/O, a lost Dask worker) is retried; resumable stages resume
+RETRY_DELAY_S = 10
+SHARDED = ("extract", "evaluate")  # the stages whose questions can be split across workers
 
 
 def load(params_file: str | Path, profile: str | None, overrides: Sequence[str]) -> tuple[Params, Paths]:
@@ -23,11 +35,71 @@ def load(params_file: str | Path, profile: str | None, overrides: Sequence[str])
     return load_params(params_file, profile, list(overrides)), Paths.for_profile(params_file.resolve().parent, profile)
 
 
-def run_stage(stage: Stage, params: Params, paths: Paths) -> Any:
+def is_transient(error: BaseException) -> bool:
+    """Worth retrying: out of memory (host or CUDA), an I/O or network failure other than a
+    missing file, a Dask worker lost. A gate's verdict, bad input or a bug fails at once."""
+    if isinstance(error, FileNotFoundError):
+        return False
+    return isinstance(error, OSError | MemoryError) or type(error).__name__ in {"OutOfMemoryError", "KilledWorker"}
+
+
+def _retry_transient(task: Task[..., Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Prefect's `retry_condition_fn`: retry the failed run only when its error is transient."""
+    error = state.result(raise_on_failure=False)
+    return isinstance(error, BaseException) and is_transient(error)
+
+
+def retried(fn: Callable[..., Any], name: str) -> Task[..., Any]:
+    """`fn` as a Prefect task retried on transient errors only. No Prefect caching: DVC decides
+    what is stale, and the resumable stages keep their finished work themselves."""
+    return task(
+        fn, name=name, cache_policy=NO_CACHE, retries=RETRIES, retry_delay_seconds=RETRY_DELAY_S,
+        retry_condition_fn=_retry_transient,
+    )
+
+
+def submit_shards(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """A `skillrag.stages.common.ShardMap`: each shard a retried task on the flow's task runner
+    (the Dask workers), results in shard order."""
+    shard = retried(fn, fn.__name__.replace("_", "-"))
+    futures = [shard.submit(*args) for args in calls]
+    return [future.result() for future in futures]
+
+
+def task_runner(workers: int, address: str | None = None) -> Any:
+    """A `DaskTaskRunner`: on the Dask scheduler at `address`, else on a local cluster of
+    `workers` single-threaded processes (each loads the model once per shard)."""
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
+
+
+def run_stage(stage: Stage, params: Params, paths: Paths, shards: int | None = None) -> Any:
     """Run the stage then its quality gate as tasks, and log the stage's closing line (the one the
-    CLI prints). No Prefect caching: DVC decides what is stale."""
-    result = task(stage.run, name=stage.name, cache_policy=NO_CACHE)(params, paths)
+    CLI prints). The stage is retried on transient errors, the gate never: its verdict is final.
+    `shards`: a sharded stage (`SHARDED`) runs that many shards on the flow's task runner."""
+    extra = {} if shards is None else {"shards": shards, "map_shards": submit_shards}
+    result = retried(stage.run, stage.name)(params, paths, **extra)
     if stage.gate is not None:
         task(stage.gate, name=f"gate-{stage.name}", cache_policy=NO_CACHE)(params, paths)
     get_run_logger().info(stage.summary(result, paths))
     return result
+
+
+@flow(name="sharded-stage", validate_parameters=False)
+def _sharded(stage: str, params: Params, paths: Paths, shards: int) -> Any:
+    return run_stage(STAGES[stage], params, paths, shards)
+
+
+def run_stage_on(stage: Stage, params: Params, paths: Paths, workers: int = 1, dask_address: str | None = None) -> Any:
+    """`run_stage`; a sharded stage's questions go to Dask in `workers` shards when `workers` > 1 (a
+    local cluster of that many processes) or a `dask_address` is given (that scheduler's workers):
+    in a subflow, since a flow's task runner is fixed when it starts."""
+    if workers < 1:
+        raise ValueError(f"workers={workers}: at least 1")
+    if stage.name not in SHARDED or (workers == 1 and not dask_address):
+        return run_stage(stage, params, paths)
+    on_dask = _sharded.with_options(name=f"{stage.name}-on-dask", task_runner=task_runner(workers, dask_address))
+    return on_dask(stage.name, params, paths, workers)

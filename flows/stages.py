@@ -1,7 +1,9 @@
 """One Prefect flow per pipeline stage, named as the CLI names the stage (`train-probe`): the
 stage's library function, then its quality gate, then the stage's one-line summary.
 
-Run one with `python -m flows.stages <stage> [--profile tiny]`.
+Run one with `python -m flows.stages <stage> [--profile tiny]`; `extract` and `evaluate` take
+`--workers N` (shards on a local Dask cluster) and `--dask-address tcp://host:8786` (an existing
+Dask scheduler, N shards).
 """
 
 from __future__ import annotations
@@ -13,15 +15,21 @@ from typing import Any
 
 from prefect import Flow, flow
 
-from flows.common import load, run_stage
+from flows.common import load, run_stage_on
 from skillrag import interrupts
 from skillrag.stages import STAGES, Stage
 
 
 def stage_flow(stage: Stage) -> Flow:
     @flow(name=stage.name)
-    def run(params_file: str = "params.yaml", profile: str | None = None, overrides: Sequence[str] = ()) -> Any:
-        return run_stage(stage, *load(params_file, profile, overrides))
+    def run(
+        params_file: str = "params.yaml",
+        profile: str | None = None,
+        overrides: Sequence[str] = (),
+        workers: int = 1,
+        dask_address: str | None = None,
+    ) -> Any:
+        return run_stage_on(stage, *load(params_file, profile, overrides), workers, dask_address)
 
     return run
 
@@ -35,9 +43,14 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", type=Path)
     parser.add_argument("--profile", default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="section.key=value")
+    parser.add_argument("--workers", type=int, default=1, help="extract/evaluate: shards on this many Dask workers")
+    parser.add_argument("--dask-address", default=None, help="extract/evaluate: an existing Dask scheduler")
     args = parser.parse_args()
     interrupts.install()  # Ctrl-C drops the question in flight, as in the CLI
-    FLOWS[args.stage](params_file=str(args.params), profile=args.profile, overrides=args.overrides)
+    FLOWS[args.stage](
+        params_file=str(args.params), profile=args.profile, overrides=args.overrides,
+        workers=args.workers, dask_address=args.dask_address,
+    )
 
 
 if __name__ == "__main__":

@@ -238,12 +238,8 @@ def merge_states(
     position = {(q.id, strategy): n for n, (strategy, q) in enumerate((s, q) for s in strategies for q in questions)}
     order = sorted(range(len(rows)), key=lambda i: position[(rows.at[i, "id"], rows.at[i, "strategy"])])
     rows = rows.iloc[order][ROW_COLUMNS].reset_index(drop=True)
-    meta = {
-        "model": metas[0]["model"],
-        "layers": layers,
-        "hidden_size": metas[0]["hidden_size"],
-        "fingerprint": fingerprint(inputs, layers, strategies, max_new_tokens, questions),
-    }
+    # the parts' meta differs only in the fingerprint, which covers their own questions
+    meta = {**metas[0], "fingerprint": fingerprint(inputs, layers, strategies, max_new_tokens, questions)}
     starts = range(0, len(rows), checkpoint_rows)
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
