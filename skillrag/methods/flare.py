@@ -37,10 +37,6 @@ THETA = "methods.flare.theta"
 _WORD = re.compile(r"\w")
 
 
-def lowest_probability(generation: Generation) -> float:
-    """The smallest probability among the generated tokens (1 when none): FLARE retrieves before
-    keeping a sentence that holds a token below theta."""
-    return math.exp(min(generation.logprobs)) if generation.logprobs else 1.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +62,14 @@ def split_look_ahead(look: Generation) -> list[Sentence]:
         probs = [math.exp(lp) for lp in look.logprobs[a:b]]
         found.append(Sentence(text, look.pieces[a:b], probs, stopped and not later.strip(), later.startswith("\n")))
     return found
+
+
+def lowest_probability(generation: Generation, max_sentences: int) -> float:
+    """The smallest token probability in the first `max_sentences` sentences of a CoT (1 when
+    there is none): without retrieval FLARE keeps exactly these sentences, so it retrieves on a
+    question iff this is below theta (its first decision, what the dev tuning rates)."""
+    probs = [p for sentence in split_look_ahead(generation)[:max_sentences] for p in sentence.probs]
+    return min(probs, default=1.0)
 
 
 def masked_query(pieces: list[str], probs: list[float], theta: float) -> str:

@@ -25,6 +25,7 @@ from skillrag.stages.reporting import report
 from skillrag.stages.routing import train_router
 from skillrag.stages.settings import provenance, run_settings
 from skillrag.stages.states import extract, gate_extract
+from skillrag.stages.thresholds import tune_thresholds
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,16 @@ def _adaptive_summary(report: dict[str, Any], paths: Paths) -> str:
     return f"train-adaptive: {report['train']['questions']} labelled train questions, dev accuracy {shown}; classifier in {paths.adaptive}"
 
 
+def _thresholds_summary(report: dict[str, Any], paths: Paths) -> str:
+    chosen = ", ".join(
+        f"{t['param']} = {t['value']:.4g} ({t['dev_retrieval_rate']:.0%})" for t in report["triggers"].values()
+    )
+    return (
+        f"tune-thresholds: {chosen} of dev questions retrieve (target {report['target']['retrieval_rate']:.0%}, "
+        f"{report['target']['source']}); in {paths.thresholds}"
+    )
+
+
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (
@@ -116,6 +127,7 @@ STAGES: dict[str, Stage] = {
         Stage("train-probe", train_probe, None, _probe_summary),
         Stage("train-router", train_router, None, _router_summary),
         Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
+        Stage("tune-thresholds", tune_thresholds, None, _thresholds_summary),
         Stage("evaluate", evaluate, None, _evaluate_summary),
         Stage("analyze", analyze, None, _analyze_summary),
         Stage("report", report, None, _report_summary),
@@ -140,4 +152,5 @@ __all__ = [
     "train_adaptive",
     "train_probe",
     "train_router",
+    "tune_thresholds",
 ]

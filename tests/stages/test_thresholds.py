@@ -1,0 +1,130 @@
+"""Stage tune_thresholds on a tiny dev pool: each threshold sends the target share of dev
+questions to retrieval, judged on one scripted closed-book CoT per question, and the methods
+read the values back when their params are auto."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from skillrag import runtime
+from skillrag.config import load_params
+from skillrag.methods import Components, build_method
+from skillrag.methods.thresholds import load_thresholds, pick_threshold
+from skillrag.paths import Paths
+from skillrag.stages import STAGES
+from tests.conftest import REPO, write_rows
+from tests.fakes import CORPUS, OverlapRetriever, scripted
+
+# per dev question: (lowest token probability, token entropy, attention received, prober score)
+DEV = {
+    "nq": [(0.9, 0.2, 0.1, 0.9), (0.1, 2.0, 0.6, 0.2), (0.6, 0.5, 0.2, 0.8), (0.3, 1.5, 0.5, 0.3), (0.8, 0.3, 0.1, 0.7)],
+    "hotpotqa": [(0.2, 1.8, 0.7, 0.1), (0.7, 0.4, 0.2, 0.6), (0.95, 0.1, 0.1, 0.9), (0.4, 1.0, 0.4, 0.4), (0.5, 0.8, 0.3, 0.6)],
+}
+LAYERS = [2]
+
+
+class DevLM:
+    """Answers each dev question's closed-book prompt with its scripted CoT: one unsure real word
+    (" Paris") carrying the question's lowest probability, entropy and attention; the captured
+    hidden state is the prober's scripted score."""
+
+    name, num_layers, hidden_size = "dev-lm", 4, 1
+
+    def __init__(self) -> None:
+        self.rows = {f"What is item {i} of {d}?": row for d in DEV for i, row in enumerate(DEV[d])}
+        self.asked_attention = []
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None, attention=False):
+        self.asked_attention.append(attention)
+        out = []
+        for prompt in prompts:
+            assert "Passages:" not in prompt, "tuning reads closed-book generations only"
+            low, entropy, received, score = self.rows[prompt.rsplit("Question: ", 1)[1].removesuffix("\nRationale:")]
+            pieces = [" It", " is", " Paris", ".", "\n", "Answer", ":", " Paris"]
+            probs = [0.99, 0.99, low, 0.99, 0.99, 0.99, 0.99, 0.99]
+            entropies = [0.0, 0.0, entropy, 0.0, 0.0, 0.0, 0.0, 0.0]
+            gen = scripted(pieces, probs, entropies, received=[0.0, 0.0, received, 0, 0, 0, 0, 0], prompt=prompt)
+            gen.hidden = {layer: torch.tensor([score]) for layer in capture or ()} or None
+            out.append(gen)
+        return out
+
+
+class ScoreProber:
+    layers = LAYERS
+
+    def score(self, hidden):
+        return float(hidden[2][0])
+
+    def accepts(self, score):
+        return score > 0.5
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    paths = Paths(tmp_path)
+    for dataset, rows in DEV.items():
+        write_rows(
+            paths.question_file("dev", dataset),
+            [{"id": f"{dataset}-{i}", "dataset": dataset, "question": f"What is item {i} of {dataset}?",
+              "answers": ["Paris"]} for i in range(len(rows))],
+        )
+    lm = DevLM()
+    monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: ScoreProber())
+    return paths, lm
+
+
+def tune(paths, *overrides):
+    params = load_params(REPO / "params.yaml", overrides=["lm.batch_size=4", *overrides])
+    return STAGES["tune-thresholds"](params, paths)
+
+
+def test_each_threshold_sends_the_target_share_of_dev_questions_to_retrieval(workspace):
+    paths, lm = workspace
+    report = tune(paths, "tune_thresholds.target_retrieval_rate=0.3")
+    assert all(lm.asked_attention) and len(lm.asked_attention) == 3  # 10 questions in batches of 4
+    triggers = report["triggers"]
+    assert {m: t["dev_retrieval_rate"] for m, t in triggers.items()} == {"flare": 0.3, "dragin": 0.3, "entropy_rag": 0.3}
+    # the three lowest probabilities are 0.1, 0.2, 0.3, the next 0.4: theta sits between
+    assert triggers["flare"]["value"] == pytest.approx(0.35)
+    assert triggers["entropy_rag"]["value"] == pytest.approx((1.0 + 1.5) / 2 / 8)  # mean over 8 tokens
+    assert triggers["dragin"]["value"] == pytest.approx((0.4 * 1.0 + 0.5 * 1.5) / 2)  # RIND = entropy x attention
+    assert triggers["flare"]["dev_retrieval_rate_by_dataset"] == {"hotpotqa": 0.2, "nq": 0.4}
+    tuned = load_thresholds(paths.thresholds)
+    assert tuned == {
+        "methods.flare.theta": triggers["flare"]["value"],
+        "methods.dragin.threshold": triggers["dragin"]["value"],
+        "methods.entropy_rag.cut": triggers["entropy_rag"]["value"],
+    }
+    assert json.loads(paths.thresholds_report.read_text()) == report
+
+
+def test_the_default_target_is_the_share_the_prober_rejects_closed_book(workspace):
+    paths, _ = workspace
+    report = tune(paths)  # prober scores > 0.5 accept: 6 of 10 accepted
+    assert report["target"] == {"source": "probing_rag", "retrieval_rate": 0.4}
+    assert {t["dev_retrieval_rate"] for t in report["triggers"].values()} == {0.4}
+
+
+def test_auto_params_read_the_tuned_values(workspace):
+    paths, _ = workspace
+    tune(paths, "tune_thresholds.target_retrieval_rate=0.3")
+    parts = Components(DevLM(), OverlapRetriever(CORPUS), thresholds=load_thresholds(paths.thresholds))
+    assert build_method("flare", parts).theta == pytest.approx(0.35)
+    assert build_method("dragin", parts).threshold == load_thresholds(paths.thresholds)["methods.dragin.threshold"]
+
+
+def test_a_target_no_threshold_reaches_fails_naming_the_param(workspace):
+    paths, _ = workspace
+    with pytest.raises(ValueError, match="tune_thresholds.target_retrieval_rate"):
+        tune(paths, "tune_thresholds.target_retrieval_rate=0")
+    assert not paths.thresholds.exists()
+
+
+@pytest.mark.parametrize(("above", "target", "expected"), [(True, 0.5, (2.5, 0.5)), (False, 0.25, (1.5, 0.25))])
+def test_pick_threshold_takes_the_midpoint_whose_rate_is_closest(above, target, expected):
+    assert pick_threshold([1.0, 2.0, 3.0, 4.0], above, target) == expected
+    assert pick_threshold([1.0, 1.0], above, target) == (1.0, 0.0)  # equal scores: strictly beyond none
