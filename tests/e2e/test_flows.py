@@ -1,9 +1,13 @@
-"""The Prefect flows run offline (a temporary server via prefect_test_harness) and write what the
-DVC stage commands write: byte-identical files wherever the format is deterministic (Lucene
-writes random segment ids, so its index is compared by document count through the gate)."""
+"""The Prefect pipeline flow runs offline (a temporary server via prefect_test_harness), writes
+what the DVC stage commands write (byte-identical files wherever the format is deterministic;
+Lucene writes random segment ids, so its index is compared by document count through the gate),
+and publishes the report, the metrics table and the Data Docs link as artifacts."""
+
+import json
 
 import pandas as pd
 import pytest
+from prefect.artifacts import Artifact
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.pipeline import pipeline_flow
@@ -13,19 +17,27 @@ from tests.e2e.conftest import make_project
 pytestmark = pytest.mark.e2e
 
 
-def test_pipeline_flow_matches_dvc_outputs(dvc_project, tmp_path):
+def test_pipeline_flow_matches_dvc_outputs_and_publishes_artifacts(dvc_project, tmp_path):
     project = make_project(tmp_path / "flows")
     with prefect_test_harness():
-        pipeline_flow(params_file=str(project / "params.yaml"), until="train-probe")
+        published = pipeline_flow(params_file=str(project / "params.yaml"), workers=2)
+        artifacts = {key: Artifact.get(key) for key in published}
     for relative in [
         "data/questions/train/nq.jsonl",
         "data/questions/eval/2wiki.jsonl",
         "data/corpus/part-00000.jsonl",
         "data/index/bm25s/params.index.json",
+        "reports/metrics.json",
     ]:
         assert (project / relative).read_bytes() == (dvc_project / relative).read_bytes(), relative
     columns = ["id", "strategy", "text", "answer", "acc"]
-    pd.testing.assert_frame_equal(
+    pd.testing.assert_frame_equal(  # extract ran on two Dask workers, DVC's in one process
         read_rows(project / "data" / "states")[columns], read_rows(dvc_project / "data" / "states")[columns]
     )
     assert (project / "data" / "probe" / "probe.json").exists()
+    assert {"skillrag-report", "skillrag-metrics"} <= set(published)
+    assert artifacts["skillrag-report"].type == "markdown"
+    assert artifacts["skillrag-report"].data == (project / "reports" / "report.md").read_text()
+    assert artifacts["skillrag-metrics"].type == "table"
+    metrics = json.loads((project / "reports" / "metrics.json").read_text())
+    assert len(json.loads(artifacts["skillrag-metrics"].data)) == sum(len(by) for by in metrics.values())

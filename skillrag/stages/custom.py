@@ -1,0 +1,59 @@
+"""`skillrag evaluate --questions PATH --name NAME`: the trained artifacts (index, prober, router)
+on the user's own questions, through the questions gate's row checks, written under NAME
+(`Paths.for_custom`) so the default pipeline's outputs and dvc.lock are never touched.
+
+Not a DVC stage: its inputs are outside the pipeline. The questions are in the data bundle's
+schema (one JSON object per line with `id`, `question`, `answers`); a file names its dataset
+(`<dataset>.jsonl`, or `<dataset>/questions.jsonl` as in the bundle), a directory holds such files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skillrag.config import Params
+from skillrag.data.schema import Question
+from skillrag.files import DataError, numbered_jsonl, write_jsonl
+from skillrag.paths import Paths
+from skillrag.stages.evaluation import evaluate
+
+
+def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) -> dict[str, Any]:
+    """Gate the questions at `questions`, copy them to data/custom/NAME/questions/eval/, and run
+    `evaluate` there: traces in data/custom/NAME/runs/, metrics in reports/custom/NAME/."""
+    from skillrag.quality.gate import run_gate
+    from skillrag.quality.questions import question_checks
+
+    custom = paths.for_custom(name)
+    by_dataset = read_questions(questions, params.prepare.max_question_chars)
+    rows = [q.to_dict() for qs in by_dataset.values() for q in qs]
+    # the row checks only: split sizes and original-split origins describe the bundle's sampling
+    checks = question_checks(rows, {}, params.prepare.max_question_chars)
+    run_gate("questions", {"rows": checks["rows"]}, custom.questions / "validation.json")
+    for dataset, qs in by_dataset.items():
+        write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
+    return evaluate(params, custom, datasets=list(by_dataset))
+
+
+def read_questions(path: Path, max_chars: int) -> dict[str, list[Question]]:
+    """dataset -> questions of a question file or of every `*.jsonl` under a directory; a bad row
+    raises DataError naming file:line."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"--questions {path}: no such file or directory")
+    files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
+    found: dict[str, list[Question]] = {}
+    for file in files:
+        dataset = file.parent.name if file.name == "questions.jsonl" else file.stem
+        if dataset in found:
+            raise DataError(f"{file}: a second file for dataset {dataset!r}")
+        found[dataset] = [
+            Question.from_dict({**row, "dataset": dataset, "split": "eval"}, where=f"{file}:{number}", max_chars=max_chars)
+            for number, row in numbered_jsonl(file)
+        ]
+        if not found[dataset]:
+            raise DataError(f"{file}: no questions")
+    if not found:
+        raise DataError(f"--questions {path}: no *.jsonl files")
+    return found

@@ -1,0 +1,52 @@
+"""The flows' retry policy and artifacts, called directly (no Prefect server): transient failures
+are retried, a gate's verdict and bad input never; the metrics table has one row per run."""
+
+from __future__ import annotations
+
+import pytest
+from prefect.states import Failed
+
+from flows.artifacts import metric_rows
+from flows.common import RETRIES, is_transient, retried, run_stage_on
+from skillrag.config import ConfigError
+from skillrag.files import DataError
+from skillrag.quality import GateFailed
+from skillrag.stages import STAGES
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (OSError("disk hiccup"), True),
+        (MemoryError(), True),
+        (type("OutOfMemoryError", (RuntimeError,), {})("CUDA out of memory"), True),
+        (GateFailed("quality gate 'runs' failed"), False),
+        (DataError("x.jsonl:3: malformed JSON"), False),
+        (ConfigError("bad key"), False),
+        (FileNotFoundError("data/probe"), False),
+        (TypeError("a bug"), False),
+    ],
+)
+def test_only_transient_errors_are_retried(error, transient):
+    stage = retried(STAGES["evaluate"].run, "evaluate")
+    assert stage.retries == RETRIES
+    assert stage.retry_condition_fn(stage, None, Failed(data=error)) is transient
+    assert is_transient(error) is transient
+
+
+def test_the_task_runs_the_library_function_itself():
+    assert retried(STAGES["extract"].run, "extract").fn is STAGES["extract"].run
+
+
+def test_workers_must_be_positive():
+    with pytest.raises(ValueError, match="workers=0"):
+        run_stage_on(STAGES["evaluate"], None, None, workers=0)
+
+
+def test_metric_rows_one_per_method_and_dataset():
+    metrics = {"skill_rag": {"nq": {"acc": 0.5}, "hotpotqa": {"acc": 0.25}}, "no_retrieval": {"nq": {"acc": 0.1}}}
+    assert metric_rows(metrics) == [
+        {"method": "skill_rag", "dataset": "nq", "acc": 0.5},
+        {"method": "skill_rag", "dataset": "hotpotqa", "acc": 0.25},
+        {"method": "no_retrieval", "dataset": "nq", "acc": 0.1},
+    ]
