@@ -11,6 +11,7 @@ from typing import Any
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
 from skillrag.paths import Paths
+from skillrag.report.data_docs import data_docs_index
 
 
 def metric_rows(metrics: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -29,8 +30,8 @@ def publish_artifacts(paths: Paths, key: str = "skillrag") -> list[str]:
         rows = metric_rows(json.loads(paths.metrics.read_text(encoding="utf-8")))
         create_table_artifact(rows, key=f"{key}-metrics", description=f"headline metrics ({paths.metrics})")
         published.append(f"{key}-metrics")
-    docs = sorted(paths.data_docs.rglob("index.html")) if paths.data_docs.is_dir() else []
-    if docs:
-        create_link_artifact(docs[0].resolve().as_uri(), "Great Expectations Data Docs", key=f"{key}-data-docs")
+    docs = data_docs_index(paths)
+    if docs.is_file():
+        create_link_artifact(docs.resolve().as_uri(), "Great Expectations Data Docs", key=f"{key}-data-docs")
         published.append(f"{key}-data-docs")
     return published

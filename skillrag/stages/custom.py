@@ -21,7 +21,8 @@ from skillrag.stages.evaluation import evaluate
 
 def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) -> dict[str, Any]:
     """Gate the questions at `questions`, copy them to data/custom/NAME/questions/eval/, and run
-    `evaluate` there: traces in data/custom/NAME/runs/, metrics in reports/custom/NAME/."""
+    `evaluate` there: traces in data/custom/NAME/runs/, metrics and a report section
+    (`report_section`) in reports/custom/NAME/."""
     from skillrag.quality.gate import run_gate
     from skillrag.quality.questions import question_checks
 
@@ -33,7 +34,32 @@ def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) ->
     run_gate("questions", {"rows": checks["rows"]}, custom.questions / "validation.json")
     for dataset, qs in by_dataset.items():
         write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
-    return evaluate(params, custom, datasets=list(by_dataset))
+    metrics = evaluate(params, custom, datasets=list(by_dataset))
+    report_section(params, custom, questions)
+    return metrics
+
+
+def report_section(params: Params, custom: Paths, questions: Path) -> Path:
+    """reports/custom/NAME/report.md: the report's answer-quality (ACC, EM with 95% intervals)
+    and cost tables for these questions, every set counted as out of distribution."""
+    from skillrag.files import replace_text
+    from skillrag.report.inputs import load_inputs
+    from skillrag.report.tables import cost_table, score_table
+
+    inputs = load_inputs(custom)
+    datasets = inputs.datasets([])
+    quality = "\n\n".join(
+        f"**{label}** (%, 95% interval):\n\n" + score_table(inputs, metric, datasets, params.prepare.train_datasets)
+        for label, metric in (("ACC", "acc"), ("EM", "em"))
+    )
+    out = custom.results / "report.md"
+    replace_text(
+        out,
+        f"# Evaluation on `{custom.custom}`\n\nQuestions from `{questions}` ({', '.join(datasets)}), answered with "
+        f"this workspace's index, prober and router; traces in `{custom.runs}`.\n\n"
+        f"## Answer quality\n\n{quality}\n\n## Cost\n\n{cost_table(inputs)}\n",
+    )
+    return out
 
 
 def read_questions(path: Path, max_chars: int) -> dict[str, list[Question]]:

@@ -35,7 +35,9 @@ def test_pipeline_flow_matches_dvc_outputs_and_publishes_artifacts(dvc_project, 
         read_rows(project / "data" / "states")[columns], read_rows(dvc_project / "data" / "states")[columns]
     )
     assert (project / "data" / "probe" / "probe.json").exists()
-    assert {"skillrag-report", "skillrag-metrics"} <= set(published)
+    assert set(published) == {"skillrag-report", "skillrag-metrics", "skillrag-data-docs"}
+    assert artifacts["skillrag-data-docs"].type == "link"
+    assert "data_docs" in artifacts["skillrag-data-docs"].data
     assert artifacts["skillrag-report"].type == "markdown"
     assert artifacts["skillrag-report"].data == (project / "reports" / "report.md").read_text()
     assert artifacts["skillrag-metrics"].type == "table"

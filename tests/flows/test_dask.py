@@ -7,7 +7,7 @@ import pytest
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from skillrag import runtime, stages
+from skillrag import stages
 from tests.flows.test_sharding import _headline, _runs, _workspace
 
 pytestmark = pytest.mark.slow  # starts Dask worker processes and a temporary Prefect server
@@ -31,9 +31,9 @@ def test_evaluate_flow_on_two_dask_workers_equals_one_process(tmp_path, fakes):
     single, params = _workspace(tmp_path / "single")
     stages.evaluate(params, single)
     sharded, _ = _workspace(tmp_path / "sharded")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            client.register_plugin(Fakes())
-            FLOWS["evaluate"](params_file=str(sharded.root / "params.yaml"), workers=2, dask_address=cluster.scheduler_address)
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        client.register_plugin(Fakes())
+        FLOWS["evaluate"](params_file=str(sharded.root / "params.yaml"), workers=2, dask_address=cluster.scheduler_address)
     assert _runs(sharded) == _runs(single)
     assert _headline(sharded) == _headline(single)
