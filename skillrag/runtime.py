@@ -16,7 +16,7 @@ def open_lm(params: Params) -> Any:
 
     if params.lm.threads is not None:
         torch.set_num_threads(params.lm.threads)
-    return load_lm(params.lm.model, device=params.lm.device, dtype=params.lm.dtype)
+    return load_lm(params.lm.model, device=params.lm.device, dtype=params.lm.dtype, prompt_format=params.lm.prompt_format)
 
 
 def open_retriever(params: Params, paths: Paths) -> Any:
@@ -26,10 +26,13 @@ def open_retriever(params: Params, paths: Paths) -> Any:
 
 
 def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
-    """The trained prober, checked against the LM it will read (model id and hidden size), with
-    its acceptance cut resolved from `probe.threshold` here, at load time, not at training time."""
+    """The trained prober, checked against the LM it will read (model name, dtype, weights digest,
+    hidden size), with its acceptance cut resolved from `probe.threshold` here, at load time, not
+    at training time."""
+    from skillrag.lm.loading import model_identity
     from skillrag.probe import Prober
 
-    prober = Prober.load(paths.probe, expected_model=lm.name, expected_hidden_size=lm.hidden_size)
+    identity = model_identity(params.lm.model, params.lm.device, params.lm.dtype)
+    prober = Prober.load(paths.probe, expected_model=identity, expected_hidden_size=lm.hidden_size)
     prober.use_threshold(params.probe.threshold)
     return prober

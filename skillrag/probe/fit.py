@@ -69,7 +69,12 @@ def fit_probe(states_dir: Path, params: ProbeParams) -> FittedProbe:
     dev_scores = prober.score_batch(dev_features).numpy()
     auto_cut = choose_cut(dev_scores, dev_labels)
     prober.info.update(
-        model=meta["model"], states_fingerprint=meta["fingerprint"], auto_cut=auto_cut, paper_cut=PAPER_CUT, cut_rule=CUT_RULE
+        model=meta["model"],
+        identity=meta.get("identity"),  # states extracted before identities were recorded have none
+        states_fingerprint=meta["fingerprint"],
+        auto_cut=auto_cut,
+        paper_cut=PAPER_CUT,
+        cut_rule=CUT_RULE,
     )
     report = calibration_report(
         prober, dev_features, torch.as_tensor(dev_labels), dev["mean_entropy"].to_numpy(), {"auto": auto_cut, "paper": PAPER_CUT}

@@ -3,8 +3,10 @@
 Weights are read only through safetensors (never pickle), so a probe directory from elsewhere
 cannot run code on load. `probe.json` records which model and hidden size the probers read,
 the sha256 of every weights file (verified on load: a corrupted file would otherwise give NaN or
-wrong scores silently) and the dev-chosen acceptance cut. Loading refuses a prober built for
-another model: its scores would be meaningless.
+wrong scores silently) and the dev-chosen acceptance cut. It also records the identity of the
+model whose states it read (`identity`: name, dtype, weights digest, licence). Loading refuses a
+prober built for another model, another dtype or other weights (bfloat16 states differ from
+float32 ones; a re-converted model's from the old one's): its scores would be meaningless.
 
 The acceptance rule is "accept iff P(correct) > cut". The cut is resolved when the prober is
 loaded, from `probe.threshold`: "auto" takes the cut chosen on dev at training time and stored
@@ -145,10 +147,14 @@ class Prober:
 
     @classmethod
     def load(
-        cls, directory: str | Path, expected_model: str | None = None, expected_hidden_size: int | None = None
+        cls,
+        directory: str | Path,
+        expected_model: Mapping[str, Any] | None = None,
+        expected_hidden_size: int | None = None,
     ) -> Prober:
-        """Read a saved prober, checking it was trained for `expected_model` / `expected_hidden_size`
-        and that every weights file has the sha256 recorded in probe.json."""
+        """Read a saved prober, checking it was trained for the model `expected_model` (its
+        identity: name, dtype and digest, see `skillrag.lm.loading.model_identity`) and
+        `expected_hidden_size`, and that every weights file has the sha256 recorded in probe.json."""
         directory = Path(directory)
         record_file = directory / "probe.json"
         if not record_file.is_file():
@@ -159,11 +165,8 @@ class Prober:
             hidden, files = record["hidden"], dict(record["files"])
         except (ValueError, KeyError, TypeError) as err:  # ValueError covers JSON and UTF-8 decoding
             raise ProbeError(f"{record_file} is not a valid prober record ({err!r}); {BUILD_HINT}") from None
-        if expected_model is not None and model_id != expected_model:
-            raise ProbeError(
-                f"the prober at {directory} was trained for model {model_id!r}, not the current model "
-                f"{expected_model!r}; retrain: {BUILD_HINT}"
-            )
+        if expected_model is not None:
+            _check_identity(directory, model_id, record.get("identity"), expected_model)
         if expected_hidden_size is not None and hidden_size != expected_hidden_size:
             raise ProbeError(
                 f"the prober at {directory} reads hidden size {hidden_size}, but the current model has "
@@ -186,3 +189,23 @@ class Prober:
             probers[layer] = model
         info = {key: value for key, value in record.items() if key not in STRUCTURE_KEYS}
         return cls(probers, info)
+
+
+def _check_identity(directory: Path, model_id: str, recorded: Any, running: Mapping[str, Any]) -> None:
+    """Refuse a prober whose states came from another model, dtype or weights than `running`'s."""
+    if model_id != running["name"]:
+        raise ProbeError(
+            f"the prober at {directory} was trained for model {model_id!r}, not the current model "
+            f"{running['name']!r}; retrain: {BUILD_HINT}"
+        )
+    if not isinstance(recorded, Mapping) or not {"dtype", "digest"} <= set(recorded):
+        raise ProbeError(
+            f"the prober at {directory} records no model dtype and digest (trained before they were "
+            f"recorded); rerun extract and train-probe: `dvc repro train_probe`"
+        )
+    if (recorded["dtype"], recorded["digest"]) != (running["dtype"], running["digest"]):
+        raise ProbeError(
+            f"the prober at {directory} read {model_id} in {recorded['dtype']} (weights digest "
+            f"{str(recorded['digest'])[:12]}), but the model runs in {running['dtype']} (weights digest "
+            f"{str(running['digest'])[:12]}); set lm.dtype to match or retrain: `dvc repro train_probe`"
+        )

@@ -19,6 +19,8 @@ from tests.probe.conftest import HIDDEN_SIZE, LAYERS
 PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"
 FAST = ["probe.hidden=[8]", "probe.lr=0.01", "probe.max_epochs=20", "probe.patience=3"]
 
+IDENTITY = {"name": "tiny-llama", "dtype": "float32", "digest": "d" * 64, "licence": {"spdx": "Apache-2.0", "note": "n"}}
+
 
 def _write_states(root: Path, make_states, entropy_separates: bool) -> None:
     """300 train and 200 dev rows; mean entropy either carries the label perfectly (a baseline
@@ -37,7 +39,7 @@ def _write_states(root: Path, make_states, entropy_separates: bool) -> None:
     states = Paths(root).states
     states.mkdir(parents=True)
     write_shard(states, 0, rows, features)
-    meta = {"model": "tiny-llama", "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"}
+    meta = {"model": "tiny-llama", "identity": IDENTITY, "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"}
     (states / "meta.json").write_text(json.dumps(meta))
 
 
@@ -51,6 +53,7 @@ def test_the_stage_publishes_the_prober_with_its_dev_cut_and_the_report(tmp_path
     paths = Paths(tmp_path)
     record = json.loads((paths.probe / "probe.json").read_text())
     assert record["model"] == "tiny-llama" and record["recipe"] == "weighted"
+    assert record["identity"] == IDENTITY  # the model's name, dtype, digest and licence, from the states
     assert record["auto_cut"] == report["cut"]["auto"] and record["paper_cut"] == 0.5
     assert "balanced accuracy" in record["cut_rule"]
     assert json.loads(paths.probe_detail.read_text()) == report

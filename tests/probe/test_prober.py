@@ -9,11 +9,14 @@ import torch
 
 from skillrag.probe.prober import ProbeError, Prober
 
+# What skillrag.lm.loading.model_identity says of the model whose states the prober read.
+IDENTITY = {"name": "tiny-llama", "dtype": "bfloat16", "digest": "d1" * 32, "licence": None}
+
 
 @pytest.fixture
 def saved(trained, tmp_path):
     directory = tmp_path / "probe"
-    trained.save(directory, {"model": "tiny-llama"})
+    trained.save(directory, {"model": "tiny-llama", "identity": IDENTITY})
     return directory
 
 
@@ -45,10 +48,10 @@ def test_round_trip_gives_identical_scores_without_pickle(trained, saved, make_s
     monkeypatch.setattr(torch, "load", refuse)
     monkeypatch.setattr(pickle, "load", refuse)
     monkeypatch.setattr(pickle, "loads", refuse)
-    loaded = Prober.load(saved, expected_model="tiny-llama", expected_hidden_size=16)
+    loaded = Prober.load(saved, expected_model=IDENTITY, expected_hidden_size=16)
     features, _ = make_states(50, seed=7)
     assert torch.equal(loaded.score_batch(features), trained.score_batch(features))
-    assert loaded.info["model"] == "tiny-llama"
+    assert loaded.info["model"] == "tiny-llama" and loaded.info["identity"] == IDENTITY
     assert (loaded.layers, loaded.hidden, loaded.cut) == (trained.layers, trained.hidden, 0.5)
 
 
@@ -92,12 +95,19 @@ def test_open_prober_resolves_probe_threshold_at_load_time(trained, tmp_path):
     from skillrag.paths import Paths
     from skillrag.runtime import open_prober
 
+    from skillrag.lm.loading import model_identity
+
     paths = Paths(tmp_path)
-    Prober(trained.probers, {**trained.info, "auto_cut": 0.12}).save(paths.probe, {"model": "tiny-llama"})
-    lm = SimpleNamespace(name="tiny-llama", hidden_size=16)
+    model = "skillrag-tests/no-such-model"  # a hub id that is not cached: identity without a digest
+    identity = model_identity(model, "cpu", "float32")
+    Prober(trained.probers, {**trained.info, "auto_cut": 0.12}).save(paths.probe, {"model": model, "identity": identity})
+    lm = SimpleNamespace(name=model, hidden_size=16)
     params_file = Path(__file__).resolve().parents[2] / "params.yaml"
-    assert open_prober(load_params(params_file), paths, lm).cut == pytest.approx(0.12)
-    assert open_prober(load_params(params_file, overrides=["probe.threshold=0.1"]), paths, lm).cut == pytest.approx(0.6)
+    here = [f"lm.model={model}", "lm.device=cpu", "lm.dtype=float32"]
+    assert open_prober(load_params(params_file, overrides=here), paths, lm).cut == pytest.approx(0.12)
+    assert open_prober(load_params(params_file, overrides=[*here, "probe.threshold=0.1"]), paths, lm).cut == pytest.approx(0.6)
+    with pytest.raises(ProbeError, match="in float32 .* the model runs in bfloat16"):
+        open_prober(load_params(params_file, overrides=[*here, "lm.dtype=bfloat16"]), paths, lm)
 
 
 def test_a_non_finite_score_is_an_error_naming_the_layers_not_a_verdict(trained, make_states):
@@ -127,7 +137,26 @@ def test_scoring_states_of_another_size_is_a_clear_error(trained):
 
 def test_load_for_another_model_names_both(saved):
     with pytest.raises(ProbeError, match="'tiny-llama'.*'smollm2-135m'"):
-        Prober.load(saved, expected_model="smollm2-135m")
+        Prober.load(saved, expected_model={**IDENTITY, "name": "smollm2-135m"})
+
+
+@pytest.mark.parametrize(
+    ("running", "named"),
+    [
+        ({"dtype": "float32"}, r"read tiny-llama in bfloat16 \(weights digest d1d1d1d1d1d1\), but the model runs in float32 \(weights digest d1d1d1d1d1d1\)"),
+        ({"digest": "e2" * 32}, r"in bfloat16 \(weights digest d1d1d1d1d1d1\), but the model runs in bfloat16 \(weights digest e2e2e2e2e2e2\)"),
+    ],
+)
+def test_load_for_another_dtype_or_other_weights_names_both(saved, running, named):
+    with pytest.raises(ProbeError, match=named + ".*dvc repro train_probe") as info:
+        Prober.load(saved, expected_model={**IDENTITY, **running})
+    assert "\n" not in str(info.value)
+
+
+def test_a_prober_that_records_no_dtype_or_digest_is_refused_with_the_rebuild(trained, tmp_path):
+    trained.save(tmp_path / "old", {"model": "tiny-llama"})  # probe.json from before identities
+    with pytest.raises(ProbeError, match="records no model dtype and digest.*rerun extract and train-probe"):
+        Prober.load(tmp_path / "old", expected_model=IDENTITY)
 
 
 def test_load_for_another_hidden_size_names_both(saved):
