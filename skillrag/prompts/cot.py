@@ -3,7 +3,10 @@ there is evidence) and the parser that reads the reasoning and the answer back: 
 `Answer:` text, the headline) and flexibly (also a short final sentence of the model's own).
 
 A prompt is returned as (prefix, body): the prefix is the few-shot block shared by every
-prompt of the same kind, so the LM can compute its KV cache once.
+prompt of the same kind, so the LM can compute its KV cache once. Its last line is the cue
+(`Rationale:`) that the answer continues; the exemplars end with an `Answer:` line, which the
+strict parser requires. Passages are cut to `retrieval.passage_words` words: with five passages
+prefill dominates an answer's cost on the CPU.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from skillrag.prompts import load_prompt
 from skillrag.text import normalized_tokens
 
 STOP = ("\nQuestion:", "\n\nPassages:", "\n\n\n")
-MAX_PASSAGE_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -30,21 +32,23 @@ class Prompt:
         return self.prefix + self.body
 
 
-def format_passages(passages: Sequence[Passage], max_chars: int = MAX_PASSAGE_CHARS) -> str:
+def format_passages(passages: Sequence[Passage], max_words: int | None) -> str:
+    """One `[rank] title: text` line per passage, its text cut to `max_words` words (marked
+    `...`); None keeps every word."""
     lines = []
     for rank, passage in enumerate(passages, start=1):
-        text = " ".join(passage.text.split())
-        if len(text) > max_chars:
-            text = text[:max_chars].rsplit(" ", 1)[0] + " ..."
+        words = passage.text.split()
+        text = " ".join(words[:max_words]) + (" ..." if max_words is not None and len(words) > max_words else "")
         lines.append(f"[{rank}] {passage.title}: {text}")
     return "\n".join(lines)
 
 
-def cot_prompt(question: str, passages: Sequence[Passage] = ()) -> Prompt:
-    """Few-shot CoT prompt; with passages, the RAG variant with a Passages block first."""
+def cot_prompt(question: str, passages: Sequence[Passage] = (), passage_words: int | None = None) -> Prompt:
+    """Few-shot CoT prompt; with passages, the RAG variant with a Passages block first, each
+    passage cut to `passage_words` words (`retrieval.passage_words`; None: whole)."""
     if not passages:
         return Prompt(load_prompt("cot_fewshot"), f"Question: {question}\nRationale:")
-    block = format_passages(passages)
+    block = format_passages(passages, passage_words)
     return Prompt(load_prompt("cot_passages_fewshot"), f"Passages:\n{block}\nQuestion: {question}\nRationale:")
 
 

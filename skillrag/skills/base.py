@@ -25,7 +25,7 @@ from skillrag.skills.text import ECHO_JACCARD, clean_query, fresh, is_echo, quer
 QUERY_SKILLS = ("query_rewriting", "question_decomposition", "evidence_focusing")
 EXIT = "exit"
 SKILL_NAMES = (*QUERY_SKILLS, EXIT)
-EVIDENCE_CHARS = 240  # per passage in the router prompt: enough to see what is covered
+EVIDENCE_WORDS = 40  # per passage in the router prompt: enough to see what is covered
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class FailureState:
 
     def fields(self) -> dict[str, str]:
         """The values prompt templates are filled with."""
-        evidence = format_passages(self.passages, max_chars=EVIDENCE_CHARS) if self.passages else "(none)"
+        evidence = format_passages(self.passages, EVIDENCE_WORDS) if self.passages else "(none)"
         return {
             "question": self.question,
             "reasoning": self.reasoning or "(none)",

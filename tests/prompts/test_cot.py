@@ -1,10 +1,12 @@
-"""Reading answers back from CoT generations: strict (`Answer:` only) and flexible extraction."""
+"""The CoT prompt (passages cut to a word bound, ending on the cue) and reading answers back from
+its generations: strict (`Answer:` only) and flexible extraction."""
 
 from __future__ import annotations
 
 import pytest
 
-from skillrag.prompts.cot import FLEXIBLE_MAX_WORDS, ParsedAnswer, cot_prompt, parse_answer
+from skillrag.data.schema import Passage
+from skillrag.prompts.cot import FLEXIBLE_MAX_WORDS, ParsedAnswer, cot_prompt, format_passages, parse_answer
 from tests.fakes import CORPUS
 
 PROMPT = cot_prompt("Who directed Cast Away?", CORPUS[:2]).text
@@ -71,3 +73,22 @@ def test_a_budget_cut_fragment_is_not_a_flexible_answer():
     assert parse_answer(text, PROMPT, truncated=True).flexible == "The director is Zemeckis."
     assert parse_answer(" He was born in the", PROMPT, truncated=True).flexible == ""
     assert parse_answer(text, PROMPT, truncated=True).answer == ""
+
+
+LONG = Passage("p9", "Long", " ".join(f"w{i}" for i in range(150)))
+
+
+def test_passages_are_cut_to_the_word_bound_and_marked():
+    [line] = format_passages([LONG], 100).splitlines()
+    assert line == "[1] Long: " + " ".join(f"w{i}" for i in range(100)) + " ..."
+    assert format_passages([LONG], None) == "[1] Long: " + LONG.text  # None: the whole passage
+    short = Passage("p1", "Short", "two  words")
+    assert format_passages([short], 2) == "[1] Short: two words"  # within the bound: no mark
+
+
+def test_the_answer_prompt_applies_the_passage_bound_and_ends_with_the_cue():
+    prompt = cot_prompt("Q?", [LONG, CORPUS[0]], passage_words=5)
+    assert "[1] Long: w0 w1 w2 w3 w4 ...\n[2] " in prompt.body
+    assert prompt.body.endswith("\nQuestion: Q?\nRationale:")
+    assert prompt.prefix.rstrip().splitlines()[-1].startswith("Answer: ")  # exemplars show the Answer: line
+    assert "w5" not in prompt.text
