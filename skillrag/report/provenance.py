@@ -42,6 +42,13 @@ def _values(found: dict[str, set[str]]) -> list[list[str]]:
     return [[key, ", ".join(sorted(values))] for key, values in sorted(found.items())]
 
 
+def _licence(licence: object) -> str:
+    """A model identity's licence ({spdx, note}) as text; "not recorded" when absent."""
+    if isinstance(licence, dict):
+        return " — ".join(str(licence[key]) for key in ("spdx", "note") if licence.get(key))
+    return str(licence) if licence else "not recorded"
+
+
 def provenance_section(inputs: Inputs, root: Path) -> str:
     """Markdown: what the runs recorded (every distinct value; several mean the runs differ), the
     prober's record, and the report's own code and libraries."""
@@ -57,7 +64,8 @@ def provenance_section(inputs: Inputs, root: Path) -> str:
             if isinstance(model, dict):
                 runs["model"].add(str(model.get("name")))
                 runs["model dtype"].add(str(model.get("dtype")))
-                runs["model files sha256"].add(str(model.get("files")))
+                runs["model weights digest"].add(str(model.get("digest", model.get("files"))))
+                runs["model licence"].add(_licence(model.get("licence")))
             for name in ("index", "prompts", "prober", "router"):
                 if name in inputs_:
                     runs[f"{name} digest"].add(str(inputs_[name]))
@@ -67,7 +75,10 @@ def provenance_section(inputs: Inputs, root: Path) -> str:
                 params[key].add(str(value))
     record = inputs.probe_record
     prober = {key: str(record[key]) for key in ("model", "data_sha256", "states_fingerprint", "hidden_size") if key in record}
-    prober |= {key: str(value) for key, value in record.items() if "licen" in key.lower() or key in ("dtype", "model_digest")}
+    identity = record.get("identity")
+    if isinstance(identity, dict):
+        prober |= {"model dtype": str(identity.get("dtype")), "model weights digest": str(identity.get("digest")),
+                   "model licence": _licence(identity.get("licence"))}
     if "layers" in record:
         prober["layers"] = f"{len(record['layers'])} ({record['layers'][0]}..{record['layers'][-1]})"
     prober |= {f"probe.{k}": str(v) for k, v in record.get("params", {}).items()}

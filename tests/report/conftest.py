@@ -79,7 +79,8 @@ def write_runs(paths: Paths, traces: list[Trace]) -> dict:
         write_json(paths.run_file(method, dataset).with_suffix(".settings.json"), {
             "method": method,
             "params": {"lm.max_new_tokens": 64, "retrieval.k": 3},
-            "inputs": {"questions": f"q-{dataset}", "model": {"name": "smollm2-135m", "dtype": "float32", "files": "abc"},
+            "inputs": {"questions": f"q-{dataset}", "model": {"name": "smollm2-135m", "dtype": "float32", "digest": "abc",
+                                                                        "licence": {"spdx": "Apache-2.0", "note": "SmolLM2 licence"}},
                        "index": "idx123", "prompts": "pr456"},
             "provenance": [{"git_commit": "0123456789abcdef", "git_dirty": False, "torch": "2.0", "transformers": "5.0",
                             "skillrag": "0.1.0"}],
