@@ -51,3 +51,37 @@ def test_few_failure_states_give_counts_and_notes_not_a_crash(tmp_path):
 def test_no_skill_rag_traces_at_all(tmp_path):
     result = analyze(PARAMS, Paths(tmp_path))
     assert result["failure_states"] == 0 and result["datasets"] == [] and result["fixed_rate"] is None
+
+
+def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, monkeypatch):
+    """The real evaluate stage (rule-based LM, hashed prober): skill_rag's answer rounds carry
+    their hidden vector (the prober's layers, no extra LM call), other methods' do not, and
+    analyze finds every failure state with its vector."""
+    import json
+
+    from skillrag import runtime, stages
+    from skillrag.config import load_params
+    from tests.conftest import write_rows
+    from tests.fake_cli import make_workspace
+    from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM
+
+    workspace = make_workspace(tmp_path / "ws")
+    topics = ["Cast Away film", "Apollo 11 Moon", "FedEx company", "Forrest Gump film", "Tom Hanks actor", "Robert Zemeckis"]
+    rows = [{"id": f"nq-eval-{i}", "dataset": "nq", "question": f"What about the {t} case {i}?", "answers": ["1969"],
+             "split": "eval"} for i, t in enumerate(topics)]
+    write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: HashProber())
+    monkeypatch.setattr(runtime, "open_lm", lambda params: RuleLM())
+    params = load_params(workspace / "params.yaml", overrides=["evaluate.methods=[probing_rag, skill_rag]"])
+    paths = Paths(workspace)
+    stages.evaluate(params, paths)
+
+    def rounds(method: str) -> list[dict]:
+        return [r for line in paths.run_file(method, "nq").read_text().splitlines() for r in json.loads(line)["rounds"]]
+
+    answered = [r for r in rounds("skill_rag") if r["score"] is not None]  # not exits or exhausted decisions
+    assert answered and all(len(r["state"]) == RuleLM.hidden_size for r in answered)
+    assert all(r["state"] is None for r in rounds("probing_rag"))
+    result = analyze(params, paths)
+    assert result["failure_states"] > 0 and result["with_state"] == result["failure_states"]
