@@ -6,6 +6,10 @@ Each pair is timed alternately `--repeats` times and the best time of each side 
 from other processes hurts both sides alike. Decode speed is (time for N tokens - time for 1
 token), which leaves prefill out of the comparison with `model.generate`.
 
+Precision (`--precision`, on by default): bfloat16 against float32, the same model loaded in
+each, prefill (a whole few-shot prompt, no prefix cache) and decode throughput side by side.
+On a CPU without native bfloat16 (no avx512_bf16 / AMX) expect bfloat16 to be slower.
+
 Then evaluation throughput (`--eval-questions`, 0 to skip): the same questions through every
 method (`--methods`, over the `--index`), one question at a time as before versus
 `--concurrency` questions at once with their LM calls batched (up to `--n` prompts), without and
@@ -95,6 +99,7 @@ def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
 
     from skillrag.data.schema import Question
     from skillrag.eval.runner import run_method
+    from skillrag.lm.loading import model_identity
     from skillrag.methods import Components, ReusingLM, build_method
     from skillrag.probe import Prober
     from skillrag.probe.prober import ProbeError
@@ -105,7 +110,8 @@ def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
     questions = [Question(r["id"], r["dataset"], r["question"], r["answers"], "eval") for r in rows]
     retriever = open_retriever(args.backend, args.index)
     try:
-        prober, prober_note = Prober.load(args.probe, lm.name, lm.hidden_size), f"trained prober {args.probe}"
+        identity = model_identity(args.model, args.device, args.dtype)
+        prober, prober_note = Prober.load(args.probe, identity, lm.hidden_size), f"trained prober {args.probe}"
     except ProbeError as err:  # none, or one for another model: the stand-in, and the output says why
         prober = RejectEverything(default_layers(lm.num_layers))
         prober_note = f"stand-in prober that rejects every answer ({type(err).__name__}: {str(err)[:80]})"
@@ -172,6 +178,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--runtime", action=argparse.BooleanOptionalAction, default=True, help="the LM runtime part")
+    parser.add_argument("--precision", action=argparse.BooleanOptionalAction, default=True, help="bfloat16 vs float32")
     parser.add_argument("--eval-questions", type=int, default=40, help="questions for evaluation throughput (0: skip)")
     parser.add_argument("--methods", nargs="+", default=["no_retrieval", "single_step", "probing_rag", "skill_rag"])
     parser.add_argument("--concurrency", type=int, default=8, help="questions at once in the batched runs")
@@ -184,11 +191,60 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    if args.precision:
+        precision_speed(args)
+    if not (args.runtime or args.eval_questions):
+        return
     lm = load_lm(args.model, device=args.device, dtype=args.dtype)
     if args.runtime:
         runtime_speed(lm, args)
     if args.eval_questions:
         evaluation_speed(lm, args)
+
+
+def precision_speed(args: argparse.Namespace) -> None:
+    """Prefill and decode throughput of bfloat16 against float32: the model loaded in each, the
+    same prompts, timed alternately. Prefill: one token after the whole prompt, no prefix cache;
+    decode: (time for N tokens - time for 1 token) over the decode tokens, prefix cached."""
+    prompts = read_prompts(args.questions, args.n)
+    texts, prefix = [p.text for p in prompts], prompts[0].prefix
+    models = {dtype: load_lm(args.model, device=args.device, dtype=dtype) for dtype in ("bfloat16", "float32")}
+    new = args.max_new_tokens
+
+    def prefill(lm: HFCausalLM):
+        return lambda: lm.generate(texts, 1)
+
+    def decode(lm: HFCausalLM, max_new: int):
+        return lambda: lm.generate(texts, max_new, prefix=prefix)
+
+    for lm in models.values():
+        decode(lm, 2)()  # warm up, fill the prefix cache
+    prompt_tokens = sum(len(lm.encode(text)) for text in texts)
+    generated = {dtype: sum(len(g.token_ids) for g in decode(lm, new)()) - args.n for dtype, lm in models.items()}
+    bf16, fp32 = models["bfloat16"], models["float32"]
+    prefill_bf16, prefill_fp32, full_bf16, one_bf16, full_fp32, one_fp32 = best_times(
+        args.repeats, prefill(bf16), prefill(fp32), decode(bf16, new), decode(bf16, 1), decode(fp32, new), decode(fp32, 1)
+    )
+    decode_bf16 = generated["bfloat16"] / (full_bf16 - one_bf16)
+    decode_fp32 = generated["float32"] / (full_fp32 - one_fp32)
+    print(
+        f"precision | model {args.model} | device {bf16.device} | torch threads {torch.get_num_threads()} | "
+        f"{args.n} prompts ({prompt_tokens} prompt tokens), {new} new tokens | best of {args.repeats} | "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    show = _table((44, 11, 11, 7, 9))
+    show("measure", "bfloat16", "float32", "ratio", "target")
+    show(
+        "prefill tok/s (whole prompts, no cache)",
+        f"{prompt_tokens / prefill_bf16:.1f}",
+        f"{prompt_tokens / prefill_fp32:.1f}",
+        f"{prefill_fp32 / prefill_bf16:.2f}x",
+        "",
+    )
+    show(f"decode tok/s, batch {args.n}", f"{decode_bf16:.1f}", f"{decode_fp32:.1f}", f"{decode_bf16 / decode_fp32:.2f}x", "")
+    same = [a.token_ids == b.token_ids for a, b in zip(decode(bf16, new)(), decode(fp32, new)())]
+    show("generations identical to float32", f"{sum(same)} of {len(same)}", "", "", "")
+    print()
 
 
 def runtime_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
