@@ -2,10 +2,13 @@
 
 Retrieve with the question; then, step by step, continue the CoT over the passages collected so
 far and keep only the first new sentence (the paper's reason step: "we only take the first
-generated sentence and discard the rest"), and retrieve with that sentence (the retrieve step),
+generated sentence and discard the rest"), and retrieve with the CoT's last sentence, the new
+one (the retrieve step; when the model wrote an unfinished fragment, the sentence it completes),
 adding the new passages to the collected ones. The reasoning ends when the sentence is followed
 by the `Answer:` line or says "the answer is", when nothing more is generated, or at
 `methods.ircot.max_steps`, whose step keeps its whole continuation (the answer line included).
+A repeated sentence is retrieved with again, as in the paper: on the real 135M model stopping
+there instead lost answers the next step would have written.
 
 Each step continues the same CoT prompt as the other methods (skillrag.prompts.cot), its
 passages block the collected passages, at most `methods.ircot.max_passages` (the paper keeps
@@ -26,6 +29,7 @@ from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 _SAYS_ANSWER = re.compile(r"\bthe answer is\b", re.IGNORECASE)
 
 
@@ -44,8 +48,8 @@ def next_thought(continuation: str) -> tuple[str, bool]:
 
 class IRCoT(Method):
     """Rounds: "retrieval" (the question's passages, the first sentence), then one "ircot" round
-    per further step (the last sentence as the query); ends "done" when the reasoning ended on
-    its own, "max_rounds" when the step limit ended it."""
+    per further step (the CoT's last sentence as the query); ends "done" when the reasoning ended
+    on its own, "max_rounds" when the step limit ended it."""
 
     name = "ircot"
     reads = (*Method.reads, *RETRIEVAL_READS, "methods.ircot")
@@ -64,7 +68,7 @@ class IRCoT(Method):
             )[0]
             thought, ended = next_thought(generation.text)
             last = step == steps.max_steps
-            if last:
+            if last and not ended:
                 thought = generation.text
             cot += thought
             budget_hit = generation.stopped_by == "length" and thought == generation.text
@@ -76,4 +80,4 @@ class IRCoT(Method):
             if ended or last:
                 session.stop("done" if ended else "max_rounds")
                 return
-            query, stage = thought.strip(), "ircot"
+            query, stage = _SENTENCE_BREAK.split(cot.strip())[-1], "ircot"

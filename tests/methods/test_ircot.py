@@ -69,3 +69,17 @@ def test_saying_the_answer_is_or_writing_nothing_ends_the_reasoning():
     assert said.answer == "" and said.flexible_answer == "1952."
     assert next_thought("") == ("", True)
     assert next_thought(" Born in 1952") == (" Born in 1952", False)  # one unfinished sentence: go on
+
+
+def test_a_repeated_sentence_is_retrieved_with_again_as_in_the_paper():
+    trace, _, retriever = run_ircot(
+        [" Cast Away was directed by Robert Zemeckis. More.", " Cast Away was directed by Robert Zemeckis. More.", " So 1952.\nAnswer: 1952"]
+    )
+    assert retriever.queries == [QUESTION.question, *["Cast Away was directed by Robert Zemeckis."] * 2]
+    assert (trace.answer, trace.termination) == ("1952", "done")
+
+def test_an_unfinished_fragment_is_completed_and_the_whole_sentence_is_the_query():
+    trace, lm, retriever = run_ircot([" Robert Zemeckis", " directed Cast Away. He was born in 1952.", " So.\nAnswer: 1952"])
+    assert retriever.queries == [QUESTION.question, "Robert Zemeckis", "Robert Zemeckis directed Cast Away."]
+    assert lm.calls[1][1].endswith("Rationale: Robert Zemeckis")
+    assert (trace.answer, trace.termination) == ("1952", "done")
