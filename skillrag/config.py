@@ -143,7 +143,7 @@ class TuneThresholdsParams(_Section):
     # the share of dev questions each trigger sends to retrieval: probing_rag = the share whose
     # closed-book answer the prober rejects (Probing-RAG's stage-1 retrieval rate), or a number
     target_retrieval_rate: Literal["probing_rag"] | Annotated[float, Field(ge=0, le=1)] = "probing_rag"
-    questions: int | None = Field(None, ge=1)  # dev questions used (first N by id; None = all)
+    questions_per_dataset: int | None = Field(None, ge=1)  # first N dev questions of each dataset (None = all)
 
 
 class EvaluateParams(_Section):

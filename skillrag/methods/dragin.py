@@ -9,8 +9,9 @@ RIND exceeds `methods.dragin.threshold` (auto: tuned on dev, skillrag.methods.th
 output is cut before that token, and the query is formed by QFS: the `methods.dragin.query_words`
 real words of the question and the kept text that the last position attends to most, read from
 one more call on the closed-book prompt + kept text (the reference also runs the model again on
-question + text for this), in text order. The top-k passages replace the previous ones and the
-CoT continues from the cut. With no token above the threshold (or after
+question + text for this), in text order. The top-k passages replace the previous ones, and the
+first sentence generated over them from the cut is kept unchecked (the reference's
+`get_top_sentence`); then the RIND loop goes on. With no token above the threshold (or after
 `methods.dragin.max_retrievals` retrievals) the continuation is kept whole and the CoT ends.
 
 Rounds: one per retrieval (stage "dragin": its query, passages, the CoT so far), then "answer".
@@ -23,7 +24,7 @@ from skillrag.lm.base import Attention, Generation
 from skillrag.methods.base import Attempt, Components, Meter, Method, Session
 from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.methods.thresholds import resolve_threshold
-from skillrag.methods.tokens import real_tokens, real_words, starts
+from skillrag.methods.tokens import real_tokens, real_words, split_sentences, starts
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 
 THRESHOLD = "methods.dragin.threshold"
@@ -65,26 +66,38 @@ class Dragin(Method):
         self.threshold = resolve_threshold(parts.params.dragin.threshold, THRESHOLD, parts.thresholds)
 
     def run(self, session: Session) -> None:
-        question, dragin = session.question.question, self.parts.params.dragin
+        question, dragin, budget = session.question.question, self.parts.params.dragin, self.parts.max_new_tokens
         cot, passages, used, retrievals = "", (), 0, 0
         while True:
             prompt = cot_prompt(question, passages, self.parts.passage_words)
-            budget = self.parts.max_new_tokens - used
             generation = self.lm.generate(
-                [prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix, attention=True
+                [prompt.text + cot], budget - used, stop=STOP, prefix=prompt.prefix, attention=True
             )[0]
-            scores = rind(generation)
-            cut = next((i for i, score in enumerate(scores) if score > self.threshold), None)
+            cut = next((i for i, score in enumerate(rind(generation)) if score > self.threshold), None)
             if cut is None or retrievals == dragin.max_retrievals:
                 cot += generation.text
-                budget_hit = generation.stopped_by == "length"
-                session.record_attempt("answer", [], self._attempt(question, passages, cot, budget_hit))
-                session.stop("done" if cut is None else "max_rounds")
+                self._finish(session, question, passages, cot, generation.stopped_by == "length", cut is None)
                 return
             cot, used, retrievals = cot + "".join(generation.pieces[:cut]), used + cut, retrievals + 1
             query = self._qfs(question, cot, dragin.query_words) or question
             passages = tuple(found.passage for found in self.retriever.search(query, self.parts.k))
+            # As the reference does, the sentence written over the new passages is kept unchecked
+            # (checked, its first token could fire again at once and retrieve the same forever).
+            prompt = cot_prompt(question, passages, self.parts.passage_words)
+            after = self.lm.generate([prompt.text + cot], budget - used, stop=STOP, prefix=prompt.prefix)[0]
+            sentence = split_sentences(after)[0]
+            cot, used = cot + sentence.text, used + len(sentence.pieces)
             session.record_attempt("dragin", [query], self._attempt(question, passages, cot))
+            if sentence.last or used >= budget:
+                self._finish(session, question, passages, cot, not sentence.last, sentence.last)
+                return
+
+    def _finish(
+        self, session: Session, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool, ended: bool
+    ) -> None:
+        """The closing round: the whole CoT's answer; "done" when the CoT ended on its own."""
+        session.record_attempt("answer", [], self._attempt(question, passages, cot, budget_hit))
+        session.stop("done" if ended else "max_rounds")
 
     def _qfs(self, question: str, cot: str, n: int) -> str:
         """QFS over the question and the kept CoT, read from the closed-book prompt + kept CoT."""

@@ -21,54 +21,25 @@ Rounds: one per retrieval (stage "flare": its query, passages, the CoT so far), 
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
 
 from skillrag.data.schema import Passage
 from skillrag.lm.base import Generation
 from skillrag.methods.base import Attempt, Components, Meter, Method, Session
 from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.methods.thresholds import resolve_threshold
-from skillrag.methods.tokens import sentences
+from skillrag.methods.tokens import Sentence, split_sentences
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 
 THETA = "methods.flare.theta"
 _WORD = re.compile(r"\w")
 
 
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """One sentence of a look-ahead: its text, tokens and their probabilities; `last`: nothing
-    follows it and the look-ahead ended on its own (a stop string or end of text); `newline`: a
-    line break follows it."""
-
-    text: str
-    pieces: list[str]
-    probs: list[float]
-    last: bool
-    newline: bool
-
-
-def split_look_ahead(look: Generation) -> list[Sentence]:
-    """A look-ahead as consecutive sentences (one empty sentence when nothing was generated)."""
-    split = sentences(look.pieces, look.text) or [(look.text, 0, 0)]
-    stopped = look.stopped_by != "length"
-    found = []
-    for i, (text, a, b) in enumerate(split):
-        later = "".join(t for t, _, _ in split[i + 1 :])
-        probs = [math.exp(lp) for lp in look.logprobs[a:b]]
-        found.append(Sentence(text, look.pieces[a:b], probs, stopped and not later.strip(), later.startswith("\n")))
-    return found
-
-
 def lowest_probability(generation: Generation, max_sentences: int) -> float:
     """The smallest token probability in the first `max_sentences` sentences of a CoT (1 when
     there is none): without retrieval FLARE keeps exactly these sentences, so it retrieves on a
     question iff this is below theta (its first decision, what the dev tuning rates)."""
-    probs = [p for sentence in split_look_ahead(generation)[:max_sentences] for p in sentence.probs]
+    probs = [p for sentence in split_sentences(generation)[:max_sentences] for p in sentence.probs]
     return min(probs, default=1.0)
 
 
@@ -112,7 +83,7 @@ class Flare(Method):
 
     def _look_ahead(self, question: str, passages: tuple[Passage, ...], cot: str, budget: int) -> list[Sentence]:
         prompt = cot_prompt(question, passages, self.parts.passage_words)
-        return split_look_ahead(self.lm.generate([prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix)[0])
+        return split_sentences(self.lm.generate([prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix)[0])
 
     def _attempt(self, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool = False) -> Attempt:
         prompt = cot_prompt(question, passages, self.parts.passage_words)

@@ -8,10 +8,13 @@ content-word filter, without a part-of-speech tagger.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 
+from skillrag.lm.base import Generation
 from skillrag.skills.text import STOPWORDS
 
 _WORD = re.compile(r"[^\W_]+")
@@ -49,9 +52,37 @@ def sentences(pieces: Sequence[str], text: str) -> list[tuple[str, int, int]]:
     return found
 
 
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of a generation: its text, tokens and their probabilities; `last`: nothing
+    follows it and the generation ended on its own (a stop string or end of text); `newline`: a
+    line break follows it."""
+
+    text: str
+    pieces: list[str]
+    probs: list[float]
+    last: bool
+    newline: bool
+
+
+def split_sentences(generation: Generation) -> list[Sentence]:
+    """A generation as consecutive sentences (one empty sentence when nothing was generated)."""
+    split = sentences(generation.pieces, generation.text) or [(generation.text, 0, 0)]
+    stopped = generation.stopped_by != "length"
+    found = []
+    for i, (text, a, b) in enumerate(split):
+        later = "".join(t for t, _, _ in split[i + 1 :])
+        probs = [math.exp(lp) for lp in generation.logprobs[a:b]]
+        found.append(Sentence(text, generation.pieces[a:b], probs, stopped and not later.strip(), later.startswith("\n")))
+    return found
+
+
+_LABELS = frozenset({"question", "rationale", "answer", "passages"})  # the CoT prompt's own field names
+
+
 def is_real(word: str) -> bool:
-    """Not a stop word, and not a lone letter (the "s" of "'s")."""
-    return word.lower() not in STOPWORDS and (len(word) > 1 or word.isdigit())
+    """Not a stop word, not one of the prompt's field labels, and not a lone letter (the "s" of "'s")."""
+    return word.lower() not in STOPWORDS | _LABELS and (len(word) > 1 or word.isdigit())
 
 
 def real_tokens(pieces: Sequence[str]) -> list[bool]:

@@ -62,7 +62,8 @@ def triggers(params: Params) -> list[Trigger]:
 
 @exclusive
 def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
-    """Choose every trigger threshold on dev (see the module docstring); write the thresholds
+    """Choose every trigger threshold on dev (see the module docstring) from the first
+    `tune_thresholds.questions_per_dataset` dev questions of each dataset; write the thresholds
     to data/thresholds/thresholds.json and, with the dev retrieval rate each gives (overall and
     per dataset), to reports/thresholds.json, which is returned."""
     from tqdm import tqdm
@@ -73,7 +74,7 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.prompts.cot import STOP, cot_prompt
 
     dev = load_split(paths.questions, "dev", params.prepare.max_question_chars)
-    questions = sorted((q for qs in dev.values() for q in qs), key=lambda q: q.id)[: params.tune_thresholds.questions]
+    questions = [q for qs in dev.values() for q in qs[: params.tune_thresholds.questions_per_dataset]]
     if not questions:
         raise ValueError(f"no dev questions in {paths.questions / 'dev'}: run `skillrag prepare`")
     lm = runtime.open_lm(params)

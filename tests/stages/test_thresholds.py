@@ -128,3 +128,11 @@ def test_a_target_no_threshold_reaches_fails_naming_the_param(workspace):
 def test_pick_threshold_takes_the_midpoint_whose_rate_is_closest(above, target, expected):
     assert pick_threshold([1.0, 2.0, 3.0, 4.0], above, target) == expected
     assert pick_threshold([1.0, 1.0], above, target) == (1.0, 0.0)  # equal scores: strictly beyond none
+
+
+def test_questions_per_dataset_takes_the_first_of_each_dataset(workspace):
+    paths, _ = workspace
+    report = tune(paths, "tune_thresholds.target_retrieval_rate=0.5", "tune_thresholds.questions_per_dataset=2")
+    assert report["questions"] == {"hotpotqa": 2, "nq": 2}
+    # lowest probabilities 0.9, 0.1 (nq) and 0.2, 0.7 (hotpotqa): theta halfway between 0.2 and 0.7
+    assert report["triggers"]["flare"]["value"] == pytest.approx(0.45)
