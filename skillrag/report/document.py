@@ -16,7 +16,14 @@ from skillrag.report.data_docs import data_docs_index
 from skillrag.report.diff import change_section
 from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.provenance import model_line, provenance_section
-from skillrag.report.tables import cost_table, gate_table, markdown_table, probe_table, score_table, skill_table
+from skillrag.report.tables import (
+    cost_table,
+    gate_table,
+    markdown_table,
+    probe_table,
+    score_table,
+    skill_table,
+)
 
 CASE_METHOD = "skill_rag"
 

@@ -15,8 +15,8 @@ from typing import Any
 from skillrag.config import Params
 from skillrag.paths import Paths
 from skillrag.stages.adaptive import train_adaptive
-from skillrag.stages.common import StageFn
 from skillrag.stages.analysis import analyze
+from skillrag.stages.common import StageFn
 from skillrag.stages.evaluation import evaluate, gate_evaluate
 from skillrag.stages.indexing import gate_index, index
 from skillrag.stages.probing import train_probe
