@@ -6,11 +6,15 @@ from __future__ import annotations
 import pytest
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
+from prefect.testing.utilities import prefect_test_harness
 
 from skillrag import stages
 from tests.flows.test_sharding import _headline, _runs, _workspace
 
 pytestmark = pytest.mark.slow  # starts Dask worker processes and a temporary Prefect server
+
+# The harness's server is the one the Dask workers report to (its address travels in the task
+# context); without any server each worker process would start a temporary one of its own.
 
 
 class Fakes(WorkerPlugin):
@@ -32,7 +36,7 @@ def test_evaluate_flow_on_two_dask_workers_equals_one_process(tmp_path, fakes):
     stages.evaluate(params, single)
     sharded, _ = _workspace(tmp_path / "sharded")
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    with cluster, Client(cluster) as client:
+    with prefect_test_harness(), cluster, Client(cluster) as client:
         client.register_plugin(Fakes())
         FLOWS["evaluate"](params_file=str(sharded.root / "params.yaml"), workers=2, dask_address=cluster.scheduler_address)
     assert _runs(sharded) == _runs(single)

@@ -1,9 +1,12 @@
-"""prefect.yaml: every deployment's entrypoint loads as a flow, each runs on the cpu or gpu work
-pool, the gpu pipeline sets lm.device=cuda, and the re-evaluations carry a valid cron schedule."""
+"""prefect.yaml, read as `prefect deploy` reads it: every deployment's entrypoint loads as a flow
+taking its parameters, each runs on the cpu or gpu work pool, the gpu pipeline sets
+lm.device=cuda, and the re-evaluations carry their cron schedule."""
 
 from __future__ import annotations
 
 import yaml
+from prefect.cli.deploy._models import PrefectYamlModel
+from prefect.cli.deploy._schedules import _schedule_config_to_deployment_schedule
 from prefect.client.schemas.schedules import CronSchedule
 from prefect.flows import load_flow_from_entrypoint
 
@@ -11,7 +14,9 @@ from tests.conftest import REPO
 
 
 def _deployments():
-    return {d["name"]: d for d in yaml.safe_load((REPO / "prefect.yaml").read_text())["deployments"]}
+    raw = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    PrefectYamlModel.model_validate(raw)  # the schema `prefect deploy` validates against
+    return {d["name"]: d for d in raw["deployments"]}
 
 
 def test_deployments_load_their_flows_on_cpu_and_gpu_pools():
@@ -26,7 +31,10 @@ def test_deployments_load_their_flows_on_cpu_and_gpu_pools():
 
 
 def test_reevaluation_deployments_carry_their_cron_schedule():
+    crons = {}
     for name in ("reevaluate-cpu", "reevaluate-gpu"):
-        (schedule,) = _deployments()[name]["schedules"]
-        cron = CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])
-        assert cron.cron == schedule["cron"] and cron.timezone == "UTC"
+        (config,) = _deployments()[name]["schedules"]
+        schedule = _schedule_config_to_deployment_schedule(config)["schedule"]
+        assert isinstance(schedule, CronSchedule) and schedule.timezone == "UTC"
+        crons[name] = schedule.cron
+    assert crons == {"reevaluate-cpu": "0 3 * * *", "reevaluate-gpu": "0 4 * * 0"}
