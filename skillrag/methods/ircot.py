@@ -29,7 +29,6 @@ from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 _SAYS_ANSWER = re.compile(r"\bthe answer is\b", re.IGNORECASE)
 
 
@@ -44,6 +43,12 @@ def next_thought(continuation: str) -> tuple[str, bool]:
     start = len(continuation) - len(continuation.lstrip())
     sentence = continuation[: start + end.end()]
     return sentence, bool(_SAYS_ANSWER.search(sentence))
+
+
+def last_sentence(text: str) -> str:
+    """The last sentence of `text` (all of it when no sentence ends before its end)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text.rstrip())]
+    return text[ends[-1] if ends else 0 :].strip()
 
 
 class IRCoT(Method):
@@ -80,4 +85,4 @@ class IRCoT(Method):
             if ended or last:
                 session.stop("done" if ended else "max_rounds")
                 return
-            query, stage = _SENTENCE_BREAK.split(cot.strip())[-1], "ircot"
+            query, stage = last_sentence(cot), "ircot"
