@@ -77,7 +77,7 @@ def test_run_settings_follow_what_shapes_a_trace_and_not_speed_knobs(workspace):
 def test_each_method_records_only_what_it_reads(workspace):
     closed_book = _settings(workspace, "no_retrieval")
     assert set(closed_book["inputs"]) == {"questions", "model", "prompts"}
-    assert set(closed_book["params"]) == {"lm.max_new_tokens"}
+    assert set(closed_book["params"]) == {"lm.max_new_tokens", "lm.prompt_format"}
     assert _compared(_settings(workspace, "no_retrieval", "methods.max_rounds=1", "retrieval.k=2")) == _compared(
         closed_book
     )

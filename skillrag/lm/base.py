@@ -4,6 +4,7 @@ continuations then generating after the chosen one on the same prompt pass (the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -86,6 +87,11 @@ def argmax(scores: Sequence[float]) -> int:
     return max(range(len(scores)), key=scores.__getitem__)
 
 
+Stop = str | re.Pattern[str]
+"""Where a row ends: a string ends it before the string's first occurrence; a pattern after its
+first match, which is kept (e.g. a completed `Answer:` line)."""
+
+
 class LM(Protocol):
     name: str
     num_layers: int
@@ -95,12 +101,13 @@ class LM(Protocol):
         self,
         prompts: Sequence[str],
         max_new_tokens: int,
-        stop: Sequence[str] = (),
+        stop: Sequence[Stop] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
         attention: bool = False,
     ) -> list[Generation]:
-        """Greedy-decode every prompt (batched, left-padded). `prefix`, when given, is a string
+        """Greedy-decode every prompt (batched, left-padded) until EOS, a `stop` (see `Stop`) or
+        `max_new_tokens`. `prefix`, when given, is a string
         every prompt starts with; its KV cache is computed once and reused. `attention`: also
         summarise the attention weights (`Generation.attention`; slower: eager attention)."""
         ...

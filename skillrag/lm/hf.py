@@ -33,7 +33,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
-from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, argmax
+from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, Stop, argmax
 from skillrag.lm.chat import ChatFrame
 
 
@@ -269,7 +269,7 @@ class HFCausalLM:
         self,
         prompts: Sequence[str],
         max_new_tokens: int,
-        stop: Sequence[str] = (),
+        stop: Sequence[Stop] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
         attention: bool = False,
@@ -302,7 +302,7 @@ class HFCausalLM:
         prefilled: _Prefilled | None,
         start: int,
         max_new_tokens: int,
-        stop: Sequence[str],
+        stop: Sequence[Stop],
         layers: list[int],
         attention: bool = False,
     ) -> list[Generation]:
@@ -346,7 +346,7 @@ class HFCausalLM:
         batch: _Batch,
         size: int,
         max_new_tokens: int,
-        stop: Sequence[str],
+        stop: Sequence[Stop],
         layers: list[int],
         tap: _AttentionTap | None = None,
     ) -> tuple[list[_Row], list[list[float]], list[list[float]], torch.Tensor | None]:
@@ -465,7 +465,7 @@ class HFCausalLM:
             raise ValueError(f"capture layers {bad} outside 1..{self.num_layers}")
         return layers
 
-    def _advance(self, row: _Row, token: int, stop: Sequence[str], max_new_tokens: int) -> None:
+    def _advance(self, row: _Row, token: int, stop: Sequence[Stop], max_new_tokens: int) -> None:
         """Record one chosen token and decide whether the row is finished, and why."""
         if row.done:
             return
@@ -476,8 +476,8 @@ class HFCausalLM:
         row.ids.append(token)
         if stop:
             text = self.decode(row.ids)
-            cut = min((text.find(s) for s in stop if s in text), default=-1)
-            if cut >= 0:
+            cut = _stop_cut(text, stop)
+            if cut is not None:
                 row.done, row.stopped_by, row.text = True, "stop", text[:cut]
                 row.kept = self._tokens_covering(row.ids, cut)
                 return
@@ -526,6 +526,18 @@ class HFCausalLM:
         )
         kv = [(layer.keys, layer.values) for layer in cache.layers]
         return _Prefilled(ids, kv, torch.log_softmax(out.logits[0, -1].float(), dim=-1))
+
+
+def _stop_cut(text: str, stop: Sequence[Stop]) -> int | None:
+    """Where `text` ends under `stop` (see `skillrag.lm.base.Stop`), None while nothing matches."""
+    cuts = []
+    for item in stop:
+        if isinstance(item, str):
+            cuts.append(text.find(item) if item in text else None)
+        else:
+            match = item.search(text)
+            cuts.append(match.end() if match else None)
+    return min((cut for cut in cuts if cut is not None), default=None)
 
 
 def _common_length(a: Sequence[int], b: Sequence[int]) -> int:

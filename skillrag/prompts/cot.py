@@ -19,7 +19,11 @@ from skillrag.data.schema import Passage
 from skillrag.prompts import load_prompt
 from skillrag.text import normalized_tokens
 
-STOP = ("\nQuestion:", "\n\nPassages:", "\n\n\n")
+# A completed `Answer:` line ends the generation (and is kept): instruct models (Qwen) go on past
+# it ("To answer these questions, ...") to the token budget, which costs decode time and pools
+# text that is not the answer into the prober's states. The parser reads the first such line.
+ANSWER_LINE = re.compile(r"\banswer[ \t]*:[^\n]*(?=\n)", re.IGNORECASE)
+STOP = ("\nQuestion:", "\n\nPassages:", "\n\n\n", ANSWER_LINE)
 
 
 @dataclass(frozen=True)

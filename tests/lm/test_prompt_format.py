@@ -97,3 +97,15 @@ def test_chat_without_a_template_is_refused_in_one_line():
     model = tiny_model("llama", len(byte_tokenizer()), 0)
     with pytest.raises(ValueError, match="has no chat template; use plain"):
         HFCausalLM(model, byte_tokenizer(), name="tiny", chat=True)
+
+
+def test_a_pattern_stop_keeps_its_match_and_ends_the_row_there(tokenizer):
+    import re
+
+    lm = qwen_style_lm(tokenizer, chat=False)
+    [free] = lm.generate(["Hi"], 12)
+    piece = free.text[3:5]
+    [gen] = lm.generate(["Hi"], 12, stop=[re.compile(re.escape(piece)), "never generated"])
+    end = free.text.find(piece) + len(piece)
+    assert gen.stopped_by == "stop" and gen.text == free.text[:end]
+    assert gen.token_ids == free.token_ids[: len(gen.token_ids)] and len(gen.token_ids) < len(free.token_ids)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from skillrag.data.schema import Passage
-from skillrag.prompts.cot import FLEXIBLE_MAX_WORDS, ParsedAnswer, cot_prompt, format_passages, parse_answer
+from skillrag.prompts.cot import FLEXIBLE_MAX_WORDS, STOP, ParsedAnswer, cot_prompt, format_passages, parse_answer
 from tests.fakes import CORPUS
 
 PROMPT = cot_prompt("Who directed Cast Away?", CORPUS[:2]).text
@@ -92,3 +92,20 @@ def test_the_answer_prompt_applies_the_passage_bound_and_ends_with_the_cue():
     assert prompt.body.endswith("\nQuestion: Q?\nRationale:")
     assert prompt.prefix.rstrip().splitlines()[-1].startswith("Answer: ")  # exemplars show the Answer: line
     assert "w5" not in prompt.text
+
+
+@pytest.mark.parametrize(
+    ("generated", "kept"),
+    [
+        (" Paris is the capital.\nAnswer: Paris\nTo answer these questions, I", " Paris is the capital.\nAnswer: Paris"),
+        (" It is Paris. answer: Paris\n", " It is Paris. answer: Paris"),
+        (" Paris is the capital.\nAnswer: Par", None),  # the line is not finished yet
+        (" Paris is the capital.\n", None),
+    ],
+)
+def test_a_finished_answer_line_ends_the_generation_and_is_kept(generated, kept):
+    [pattern] = [stop for stop in STOP if not isinstance(stop, str)]
+    match = pattern.search(generated)
+    assert (generated[: match.end()] if match else None) == kept
+    if kept:
+        assert parse_answer(kept).answer == parse_answer(generated).answer
