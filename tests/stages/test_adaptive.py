@@ -82,7 +82,7 @@ def trained(tmp_path, monkeypatch):
 
 
 def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_dev(trained):
-    params, paths, lm, report = trained
+    _, paths, lm, report = trained
     assert report["train"] == {"questions": 16, "labels": {"no_retrieval": 4, "single_step": 6, "ircot": 6}, "unanswered": 4}
     dev = report["dev"]
     assert dev["labels"] == {"no_retrieval": 2, "single_step": 3, "ircot": 3} and dev["unanswered"] == 2
@@ -102,7 +102,7 @@ def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_de
 
 
 def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage_when_missing(trained):
-    params, paths, lm, _ = trained
+    _, paths, _, _ = trained
     evaluated = load_params(paths.root / "params.yaml", overrides=["evaluate.methods=[adaptive_rag, single_step]", "evaluate.datasets=[hotpotqa]"])
     metrics = stages.evaluate(evaluated, paths)
     traces = read_traces(paths.run_file("adaptive_rag", "hotpotqa"))
