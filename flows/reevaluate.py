@@ -27,15 +27,17 @@ def reevaluate_flow(
     tolerance: float | None = None,
     against: str | None = None,
     force_evaluate: bool = True,
+    set_params: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """`project`: the checkout (params.yaml, dvc.yaml, git); `tolerance` and `against` default to
-    params.yaml's `reevaluate` section; `force_evaluate: false` re-runs only what DVC finds stale.
+    params.yaml's `reevaluate` section; `force_evaluate: false` re-runs only what DVC finds stale;
+    `set_params` (e.g. ["lm.device=cuda"] on a GPU worker) runs DVC as `dvc exp run -S`.
     Returns every metric's change; raises `Regression` (the run fails) when one is too large."""
     root = Path(project).resolve()
     settings = load_params(root / "params.yaml").reevaluate
     tolerance = settings.tolerance if tolerance is None else tolerance
     before = task(committed_metrics, cache_policy=NO_CACHE)(root, against or settings.against)
-    task(bring_up_to_date, name="dvc-repro", cache_policy=NO_CACHE)(root, force_evaluate)
+    task(bring_up_to_date, name="dvc-repro", cache_policy=NO_CACHE)(root, force_evaluate, set_params or ())
     paths = Paths(root)
     publish_artifacts(paths, key="reevaluate")
     changes = compare(before, json.loads(paths.metrics.read_text(encoding="utf-8")))

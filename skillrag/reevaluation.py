@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,16 +101,19 @@ def _dvc(project: Path, *args: str) -> str:
     return done.stdout
 
 
-def bring_up_to_date(project: Path, force_evaluate: bool = True) -> list[str]:
+def bring_up_to_date(project: Path, force_evaluate: bool = True, set_params: Sequence[str] = ()) -> list[str]:
     """`dvc pull` when a remote is configured, `dvc repro` of whatever changed, then (when
-    `force_evaluate`) evaluate again even if nothing changed and the stages after it. Returns the
-    dvc commands run."""
+    `force_evaluate`) evaluate and every stage after it again even if nothing changed.
+    `set_params` (e.g. lm.device=cuda): run as `dvc exp run -S ...` instead, since `dvc repro`
+    reads params.yaml only (the values are written to params.yaml, as exp run does). Returns
+    the dvc commands run."""
+    run = ["exp", "run", *(arg for value in set_params for arg in ("-S", value))] if set_params else ["repro"]
     commands = []
     if _dvc(project, "remote", "list").strip():
         commands.append(["pull", "--allow-missing"])
-    commands.append(["repro"])
+    commands.append(run)
     if force_evaluate:
-        commands += [["repro", "--force", "--single-item", "evaluate"], ["repro"]]
+        commands.append([*run, "--force", "--downstream", "evaluate"])
     for command in commands:
         _dvc(project, *command)
     return [" ".join(["dvc", *command]) for command in commands]

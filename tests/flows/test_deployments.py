@@ -28,6 +28,7 @@ def test_deployments_load_their_flows_on_cpu_and_gpu_pools():
         assert deployment["work_pool"]["name"] == name.rsplit("-", 1)[1]
         assert set(deployment.get("parameters", {})) <= set(flow.parameters.properties)
     assert deployments["pipeline-gpu"]["parameters"]["overrides"] == ["lm.device=cuda"]
+    assert deployments["reevaluate-gpu"]["parameters"]["set_params"] == ["lm.device=cuda"]
 
 
 def test_reevaluation_deployments_carry_their_cron_schedule():

@@ -16,7 +16,8 @@ import yaml
 from skillrag.reevaluation import Change, Regression, bring_up_to_date, check, committed_metrics, compare
 
 STAGE = (
-    "python -c \"import json,pathlib; a=float(pathlib.Path('acc.txt').read_text());"
+    "python -c \"import json,pathlib,yaml; a=float(pathlib.Path('acc.txt').read_text())"
+    " * yaml.safe_load(open('scale.yaml'))['scale'];"
     " pathlib.Path('reports').mkdir(exist_ok=True);"
     " pathlib.Path('reports/metrics.json').write_text(json.dumps("
     "{'skill_rag': {'nq': {'acc': a, 'em': 0.25, 'llm_calls': 3.0}}}))\""
@@ -39,7 +40,8 @@ def project(tmp_path) -> Path:
     subprocess.run(["dvc", "init", "-q"], cwd=root, check=True, env=env)
     (root / "acc.txt").write_text("0.5")
     (root / "params.yaml").write_text(yaml.safe_dump({"reevaluate": {"tolerance": 0.05}}))
-    stage = {"cmd": STAGE, "deps": ["acc.txt"], "metrics": [{"reports/metrics.json": {"cache": False}}]}
+    (root / "scale.yaml").write_text(yaml.safe_dump({"scale": 1.0}))
+    stage = {"cmd": STAGE, "deps": ["acc.txt"], "params": [{"scale.yaml": ["scale"]}], "metrics": [{"reports/metrics.json": {"cache": False}}]}
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"evaluate": stage}}))
     subprocess.run(["dvc", "repro", "-q"], cwd=root, check=True, env=env)
     _git(root, "add", ".")
@@ -66,8 +68,13 @@ def test_compare_names_every_metric_and_only_quality_drops_regress():
 def test_dvc_brings_the_metrics_up_to_date_and_git_has_the_committed_ones(project):
     (project / "acc.txt").write_text("0.3")
     ran = bring_up_to_date(project)
-    assert ran == ["dvc repro", "dvc repro --force --single-item evaluate", "dvc repro"]  # no remote: no pull
+    assert ran == ["dvc repro", "dvc repro --force --downstream evaluate"]  # no remote: no pull
     assert json.loads((project / "reports/metrics.json").read_text())["skill_rag"]["nq"]["acc"] == 0.3
+    ran = bring_up_to_date(project, set_params=["scale.yaml:scale=0.5"])  # as the gpu deployment sets lm.device
+    assert ran == [
+        "dvc exp run -S scale.yaml:scale=0.5", "dvc exp run -S scale.yaml:scale=0.5 --force --downstream evaluate"
+    ]
+    assert json.loads((project / "reports/metrics.json").read_text())["skill_rag"]["nq"]["acc"] == 0.15
     assert committed_metrics(project, "HEAD")["skill_rag"]["nq"]["acc"] == 0.5
     with pytest.raises(FileNotFoundError, match="no committed reports/metrics.json at 'nosuchref'"):
         committed_metrics(project, "nosuchref")
