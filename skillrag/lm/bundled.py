@@ -8,7 +8,7 @@ different package is one line naming it and the reinstall command, never a garba
 transformers de-quantizes GGUF on every load (15-50 s, minutes for 1.5B), so the first use
 converts it once into a float32 safetensors directory in the cache, and every later load reads
 that directory (bfloat16 is made at load time, so a float32 run keeps the exact de-quantized
-weights; disk is cheap here, the 1.5B model takes 6.2 GB). The conversion records each file's
+weights; disk is cheap here: the 1.5B model takes 7.1 GB). The conversion records each file's
 size and sha256 (`skillrag-manifest.json`), checked on every use: a damaged cache is one line
 naming the file and `skillrag lm-cache --rebuild <name>`. A cache without a manifest (converted
 before manifests existed) is converted again.
