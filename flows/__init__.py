@@ -1,2 +1,3 @@
-"""Prefect flows: one per stage and `pipeline` (all stages with the quality gates between).
-Each task is a library function; flows only wire them."""
+"""Prefect flows: one per stage (`flows.stages`), `pipeline` (all stages with the quality gates
+between, artifacts at the end) and `reevaluate` (the scheduled re-evaluation; deployments in
+prefect.yaml). Each task is a library function; flows only wire them."""

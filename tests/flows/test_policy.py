@@ -50,3 +50,30 @@ def test_metric_rows_one_per_method_and_dataset():
         {"method": "skill_rag", "dataset": "hotpotqa", "acc": 0.25},
         {"method": "no_retrieval", "dataset": "nq", "acc": 0.1},
     ]
+
+
+def test_artifacts_are_published_for_what_exists_under_dash_keys(tmp_path, monkeypatch):
+    import json
+    import re
+
+    from flows import artifacts
+    from skillrag.paths import Paths
+    from skillrag.report.data_docs import data_docs_index
+
+    made = {}
+    monkeypatch.setattr(artifacts, "create_markdown_artifact", lambda text, key, description: made.update({key: text}))
+    monkeypatch.setattr(artifacts, "create_table_artifact", lambda rows, key, description: made.update({key: rows}))
+    monkeypatch.setattr(artifacts, "create_link_artifact", lambda link, text, key: made.update({key: link}))
+    paths = Paths(tmp_path)
+    assert artifacts.publish_artifacts(paths) == []  # a run stopped early has nothing to show
+    paths.metrics.parent.mkdir(parents=True)
+    paths.metrics.write_text(json.dumps({"skill_rag": {"nq": {"acc": 0.5}}}))
+    paths.report.write_text("# Report\n")
+    data_docs_index(paths).parent.mkdir(parents=True)
+    data_docs_index(paths).write_text("<html></html>")
+    keys = artifacts.publish_artifacts(paths)
+    assert keys == ["skillrag-report", "skillrag-metrics", "skillrag-data-docs"] == list(made)
+    assert all(re.fullmatch(r"[a-z0-9-]+", key) for key in keys)
+    assert made["skillrag-report"] == "# Report\n"
+    assert made["skillrag-metrics"] == [{"method": "skill_rag", "dataset": "nq", "acc": 0.5}]
+    assert made["skillrag-data-docs"].startswith("file://") and made["skillrag-data-docs"].endswith("index.html")
