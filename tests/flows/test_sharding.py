@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from skillrag import runtime, stages
 from skillrag.config import load_params
@@ -132,3 +133,23 @@ def test_sharded_extract_equals_the_single_process_run_and_resumes(tmp_path, fak
     stages.extract(params, sharded)  # the single-process run finds the merged output up to date
     assert lms[0].calls == 0
     assert not sharded.states.with_name("states.parts").exists()
+
+
+def test_sharded_extract_with_a_real_tiny_model_gives_the_same_rows(tmp_path, fakes, monkeypatch):
+    """Shards change which questions share a batch (rows are left-padded to the longest); in
+    float32 the texts are the same and the pooled states equal up to rounding."""
+    from skillrag.lm.hf import HFCausalLM
+    from tests.lm.conftest import byte_tokenizer, tiny_model
+
+    tokenizer = byte_tokenizer()
+    lm = HFCausalLM(tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama")
+    monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
+    single, params = _workspace(tmp_path / "single")
+    stages.extract(params, single)
+    sharded, params = _workspace(tmp_path / "sharded")
+    stages.extract(params, sharded, shards=3)
+    expected, got = read_rows(single.states), read_rows(sharded.states)
+    columns = ["id", "strategy", "text", "answer", "acc", "new_tokens"]
+    assert got[columns].equals(expected[columns])
+    for layer, tensor in load_features(single.states, expected).items():
+        assert torch.allclose(load_features(sharded.states, got)[layer], tensor, atol=1e-5)
