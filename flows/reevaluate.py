@@ -18,7 +18,7 @@ from flows.artifacts import publish_artifacts
 from skillrag import interrupts
 from skillrag.config import load_params
 from skillrag.paths import Paths
-from skillrag.reevaluation import bring_up_to_date, check, committed_metrics, compare
+from skillrag.reevaluation import bring_up_to_date, check, committed_metrics, compare, table
 
 
 @flow(name="reevaluate")
@@ -41,10 +41,7 @@ def reevaluate_flow(
     paths = Paths(root)
     publish_artifacts(paths, key="reevaluate")
     changes = compare(before, json.loads(paths.metrics.read_text(encoding="utf-8")))
-    rows = [
-        {"metric": c.key, "committed": c.before, "now": c.after, "worse_by": c.worse_by, "regressed": c.regressed(tolerance)}
-        for c in changes
-    ]
+    rows = table(changes, tolerance)
     create_table_artifact(rows, key="reevaluate-changes", description=f"against {against or settings.against}, tolerance {tolerance}")
     check(changes, tolerance)
     return rows

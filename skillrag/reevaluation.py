@@ -74,6 +74,14 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]
     return [Change(key, old.get(key), new.get(key)) for key in sorted(old.keys() | new.keys())]
 
 
+def table(changes: list[Change], tolerance: float) -> list[dict[str, Any]]:
+    """One row per metric, as the flow's table artifact shows it."""
+    return [
+        {"metric": c.key, "committed": c.before, "now": c.after, "worse_by": c.worse_by, "regressed": c.regressed(tolerance)}
+        for c in changes
+    ]
+
+
 def check(changes: list[Change], tolerance: float) -> None:
     """Raise `Regression` naming every metric worse by more than `tolerance`."""
     worse = [change for change in changes if change.regressed(tolerance)]
