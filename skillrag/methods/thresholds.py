@@ -44,12 +44,14 @@ def retrieval_rate(scores: Sequence[float], threshold: float, above: bool) -> fl
 
 def pick_threshold(scores: Sequence[float], above: bool, target: float) -> tuple[float, float]:
     """(threshold, the retrieval rate it gives) whose rate is closest to `target`, among the
-    midpoints between adjacent distinct scores and the two extreme scores (retrieval iff a score
-    is strictly beyond the threshold); ties go to the lower retrieval rate (fewer retrievals)."""
+    midpoints between adjacent distinct scores and one value just beyond each extreme score (by
+    1% of the score range, at least 1e-8), so that none and all are reachable; retrieval iff a
+    score is strictly beyond the threshold; ties go to the lower retrieval rate."""
     if not scores:
         raise ValueError("no dev scores to choose a threshold from")
     values = sorted(set(scores))
-    candidates = [values[0], *((a + b) / 2 for a, b in pairwise(values)), values[-1]]
+    margin = max((values[-1] - values[0]) / 100, 1e-8)
+    candidates = [values[0] - margin, *((a + b) / 2 for a, b in pairwise(values)), values[-1] + margin]
     rated = [(abs(retrieval_rate(scores, c, above) - target), retrieval_rate(scores, c, above), c) for c in candidates]
     _, rate, threshold = min(rated)
     return threshold, rate

@@ -35,7 +35,7 @@ RULE = (
     "closed-book CoT per dev question (greedy, evaluation prompt and budget): flare retrieves iff the lowest "
     "token probability of its first methods.flare.max_iterations sentences < theta; dragin iff the highest "
     "RIND > threshold; entropy_rag iff the mean token entropy > cut. Candidates: midpoints between adjacent "
-    "distinct dev scores and the extreme scores; ties go to fewer retrievals. Target probing_rag: the share "
+    "distinct dev scores, and just beyond each extreme score (by 1% of the range); ties go to fewer retrievals. Target probing_rag: the share "
     "of the same closed-book answers the prober rejects at probe.threshold."
 )
 

@@ -89,7 +89,7 @@ def test_the_first_token_over_the_threshold_cuts_the_output_and_qfs_forms_the_qu
         with_passages(" Robert", " Zemeckis", ".", *ANSWER_LINE, ends_with="Rationale:" + kept, **unsure),
         with_passages(*ANSWER_LINE, ends_with="Robert Zemeckis.", attention=True),
     ]
-    trace, lm, retriever = run(replies, query_words=2)
+    trace, _, retriever = run(replies, query_words=2)
     assert retriever.queries == ["directed Cast"]  # the two most attended real words, in text order
     assert [r.stage for r in trace.rounds] == ["dragin", "answer"]
     dragin, final = trace.rounds

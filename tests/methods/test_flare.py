@@ -57,7 +57,7 @@ def test_a_low_probability_token_retrieves_with_the_masked_sentence_and_regenera
         with_passages(*fixed, " He", probs=[*[LOW] * 8, 0.9], stopped_by="length"),
         with_passages(" is", " American", ".", *ANSWER_LINE),  # the passages stay in the prompt
     ]
-    trace, lm, retriever = run(replies)
+    trace, _, retriever = run(replies)
     assert retriever.queries == ["Cast Away was directed by."]  # the regenerated sentence was not checked
     assert [r.stage for r in trace.rounds] == ["flare", "answer"]
     flare, final = trace.rounds

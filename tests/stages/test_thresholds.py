@@ -127,7 +127,8 @@ def test_a_target_no_threshold_reaches_fails_naming_the_param(workspace):
 @pytest.mark.parametrize(("above", "target", "expected"), [(True, 0.5, (2.5, 0.5)), (False, 0.25, (1.5, 0.25))])
 def test_pick_threshold_takes_the_midpoint_whose_rate_is_closest(above, target, expected):
     assert pick_threshold([1.0, 2.0, 3.0, 4.0], above, target) == expected
-    assert pick_threshold([1.0, 1.0], above, target) == (1.0, 0.0)  # equal scores: strictly beyond none
+    # equal scores: all or none retrieve, both reachable
+    assert pick_threshold([1.0, 1.0], above, 0.6)[1] == 1.0 and pick_threshold([1.0, 1.0], above, 0.4)[1] == 0.0
 
 
 def test_questions_per_dataset_takes_the_first_of_each_dataset(workspace):
@@ -136,3 +137,56 @@ def test_questions_per_dataset_takes_the_first_of_each_dataset(workspace):
     assert report["questions"] == {"hotpotqa": 2, "nq": 2}
     # lowest probabilities 0.9, 0.1 (nq) and 0.2, 0.7 (hotpotqa): theta halfway between 0.2 and 0.7
     assert report["triggers"]["flare"]["value"] == pytest.approx(0.45)
+
+
+class UnsureLM:
+    """Closed-book, it guesses Lyon unsure (low probability, high entropy, much attended); over
+    passages it answers Paris sure of itself. Attention summaries when asked, the prompt's words
+    weighted alike."""
+
+    name, num_layers, hidden_size = "unsure-lm", 4, 1
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None, attention=False):
+        out = []
+        for prompt in prompts:
+            if "Passages:" in prompt:
+                pieces, probs, entropies = [" Paris", ".", "\n", "Answer", ":", " Paris"], [0.99] * 6, [0.01] * 6
+            else:
+                pieces = [" Zemeckis", " lived", " in", " Lyon", ".", "\n", "Answer", ":", " Lyon"]
+                probs = [0.9, 0.9, 0.9, 0.05, 0.9, 0.9, 0.9, 0.9, 0.9]
+                entropies = [0.1, 0.1, 0.1, 3.0, 0.1, 0.1, 0.1, 0.1, 0.1]
+            n = min(len(pieces), max_new_tokens)
+            received = [0.1, 0.1, 0.1, 0.8, 0.1, 0.1, 0.1, 0.1, 0.0][:n] if len(pieces) == 9 else [0.0] * n
+            weights = {word.strip(): 1.0 for word in prompt.split()} if attention else None
+            out.append(
+                scripted(
+                    pieces[:n], probs[:n], entropies[:n], received=received if attention else None,
+                    prompt_weights=weights, prompt=prompt, stopped_by="stop" if n == len(pieces) else "length",
+                )
+            )
+        return out
+
+
+def test_tuned_baselines_retrieve_when_evaluated(tmp_path, monkeypatch):
+    """Thresholds tuned on dev, read by evaluate as `auto`: every baseline retrieves on the unsure
+    closed-book answers, answers over the passages, and passes the runs gate."""
+    from tests.fake_cli import make_workspace
+
+    workspace = make_workspace(tmp_path / "ws")
+    rows = [
+        {"id": f"nq-eval-{i}", "dataset": "nq", "question": f"Where did the director of Cast Away live ({i})?", "answers": ["Paris"]}
+        for i in range(3)
+    ]
+    write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)  # the corpus has passages on these
+    monkeypatch.setattr(runtime, "open_lm", lambda params: UnsureLM())
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    paths, names = Paths(workspace), ["flare", "dragin", "entropy_rag"]
+    params = load_params(
+        workspace / "params.yaml",
+        overrides=["tune_thresholds.target_retrieval_rate=1.0", f"evaluate.methods={names}", "lm.max_new_tokens=16"],
+    )
+    STAGES["tune-thresholds"](params, paths)
+    metrics = STAGES["evaluate"](params, paths)
+    for name in names:
+        assert metrics[name]["nq"]["never_retrieved"] == 0, name
+        assert metrics[name]["nq"]["acc"] == 1.0, name
