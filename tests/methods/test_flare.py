@@ -96,3 +96,13 @@ def test_theta_auto_reads_the_tuned_value_and_fails_clearly_without_it():
     assert retriever.queries == [] and trace.answer == "Robert Zemeckis"  # 0.3 >= the tuned 0.25
     with pytest.raises(ValueError, match="skillrag tune-thresholds"):
         build_method("flare", Components(lm, retriever))
+
+
+def test_max_iterations_bounds_the_sentences_and_the_tuning_score_reads_only_those():
+    from skillrag.methods.flare import lowest_probability
+
+    two = scripted([" Zemeckis", ".", " Born", " 1952", ".", *ANSWER_LINE], probs=[0.9, 0.9, 0.9, LOW, *[0.9] * 6])
+    trace, _, retriever = run([two], max_iterations=1)
+    assert retriever.queries == []  # the unsure second sentence is never reached
+    assert (trace.rounds[-1].reasoning, trace.termination) == ("Zemeckis.", "max_rounds")
+    assert lowest_probability(two, 1) == pytest.approx(0.9) and lowest_probability(two, 2) == pytest.approx(LOW)
