@@ -23,7 +23,7 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0
 FLEXIBLE = ("em", "acc", "f1")
 COSTS = ("llm_calls", "tokens_in", "tokens_out", "retrievals", "latency_s")
-HEADLINE = ("n", "em", "acc", "f1", "no_answer_rate", "retrievals", "llm_calls")
+HEADLINE = ("n", "em", "acc", "f1", "no_answer_rate", "retrievals", "retrieved_rate", "llm_calls", "tokens_out", "latency_s")
 
 
 def score_trace(trace: Trace, abstain: str | None) -> dict[str, float]:
@@ -46,7 +46,8 @@ def bootstrap_interval(values: Sequence[float]) -> tuple[float, float]:
 def summarize(traces: Sequence[Trace], abstain: str | None) -> dict[str, Any]:
     """Everything about one set of traces: each per-question mean `<name>` with its interval
     `<name>_ci95` ([low, high]): the scores, no_answer_rate (the strict answer is empty),
-    budget_hit_rate (some round's generation ended on the token budget) and the mean costs;
+    budget_hit_rate (some round's generation ended on the token budget), retrieved_rate (the
+    question retrieved at least once) and the mean costs;
     then counts: rounds that hit the budget, questions never retrieved for, terminations,
     skills used."""
     if not traces:
@@ -55,6 +56,7 @@ def summarize(traces: Sequence[Trace], abstain: str | None) -> dict[str, Any]:
     per_question: dict[str, list[float]] = {name: [s[name] for s in scores] for name in scores[0]}
     per_question["no_answer_rate"] = [float(not t.answer) for t in traces]
     per_question["budget_hit_rate"] = [float(any(r.budget_hit for r in t.rounds)) for t in traces]
+    per_question["retrieved_rate"] = [float(t.totals.retrievals > 0) for t in traces]
     for cost in COSTS:
         per_question[cost] = [float(getattr(t.totals, cost)) for t in traces]
     summary: dict[str, Any] = {"n": len(traces)}

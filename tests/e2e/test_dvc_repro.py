@@ -31,9 +31,13 @@ def test_states_probe_and_runs_are_consistent(dvc_project):
     probe = json.loads((dvc_project / "data" / "probe" / "probe.json").read_text())
     assert probe["model"] == "smollm2-135m" and probe["layers"] == list(range(11, 31))
     metrics = json.loads((dvc_project / "reports" / "metrics.json").read_text())
-    assert set(metrics) == {"no_retrieval", "single_step", "probing_rag", "skill_rag"}
+    assert set(metrics) == {
+        "no_retrieval", "single_step", "flare", "dragin", "ircot", "adaptive_rag", "entropy_rag", "probing_rag", "skill_rag",
+    }
     assert metrics["no_retrieval"]["hotpotqa"]["retrievals"] == 0
     assert metrics["single_step"]["musique"]["retrievals"] == 1
+    for baseline in ("flare", "dragin", "ircot", "entropy_rag"):  # the runs gate fails a baseline that never retrieves
+        assert all(metrics[baseline][d]["retrievals"] > 0 for d in ("hotpotqa", "musique")), baseline
     assert (dvc_project / "reports" / "figures" / "probe_reliability.png").stat().st_size > 0
     router = json.loads((dvc_project / "reports" / "router_metrics.json").read_text())
     assert router["questions"] == 4  # tiny: train_router.train_questions
