@@ -158,6 +158,7 @@ class EvaluateParams(_Section):
     datasets: list[Dataset] = list(DATASETS)
     limit: int | None = Field(None, ge=1)  # first N eval questions per dataset (None = all)
     max_error_rate: float = Field(0.05, ge=0.0, le=1.0)  # the runs gate fails above this share of error traces
+    require_retrieval: bool = True  # the runs gate fails a retrieving method that never retrieved on a dataset; False: logged only
 
 
 class AnalyzeParams(_Section):

@@ -140,4 +140,5 @@ def gate_evaluate(params: Params, paths: Paths, datasets: Sequence[str] | None =
         params.evaluate.datasets if datasets is None else datasets,
         params.evaluate.limit,
         params.evaluate.max_error_rate,
+        params.evaluate.require_retrieval,
     )

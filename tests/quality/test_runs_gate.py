@@ -46,3 +46,10 @@ def test_a_retrieving_method_that_never_retrieved_fails_naming_its_trigger(tmp_p
 def test_methods_that_retrieved_somewhere_pass(tmp_path):
     runs = {"no_retrieval": [0, 0], "single_step": [1, 1], "ircot": [0, 2]}
     assert gate_runs(_workspace(tmp_path, runs), list(runs), ["nq"], None, 0.05)["success"]
+
+
+def test_a_run_that_never_retrieved_is_only_logged_when_retrieval_is_not_required(tmp_path, caplog):
+    runs = {"single_step": [1, 1], "probing_rag": [0, 0]}
+    with caplog.at_level("WARNING"):
+        assert gate_runs(_workspace(tmp_path, runs), list(runs), ["nq"], None, 0.05, require_retrieval=False)["success"]
+    assert "probing_rag/nq: 0 retrievals over 2 questions" in caplog.text and "not required" in caplog.text
