@@ -306,3 +306,13 @@ class HashProber:
 
     def accepts(self, score: float) -> bool:
         return score > 0.5
+
+
+def without_latency(value):
+    """A trace or metrics document with every `latency_s` removed: wall time is the one thing two
+    equal runs do not share."""
+    if isinstance(value, dict):
+        return {k: without_latency(v) for k, v in value.items() if k != "latency_s"}
+    if isinstance(value, list):
+        return [without_latency(v) for v in value]
+    return value

@@ -16,7 +16,7 @@ from skillrag.retrieval.manifest import write_index_manifest
 from skillrag.stages import run_settings
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
-from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, hidden_state
+from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, hidden_state, without_latency
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -170,7 +170,7 @@ def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_metho
         monkeypatch.setattr(runtime, "open_lm", lambda params, lm=lm: lm)
         overrides = [f"lm.concurrency={concurrency}", f"lm.reuse_cache={cache}", f"evaluate.methods={names}"]
         metrics = stages.evaluate(load_params(workspace / "params.yaml", overrides=overrides), paths)
-        runs.append([[_without_latency(json.loads(line)) for line in f.read_text().splitlines()] for f in files])
+        runs.append([[without_latency(json.loads(line)) for line in f.read_text().splitlines()] for f in files])
         reuse.append({name: metrics[name]["nq"]["reuse"]["hits"] for name in names})
         calls.append(sum(len(prompts) for _, prompts in lm.calls))
         for f in files:
@@ -183,14 +183,6 @@ def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_metho
     assert calls[0] - calls[1] == reuse[1]["probing_rag"]  # prompts the model no longer computes
     summary = stages.STAGES["evaluate"].summary(metrics, paths)
     assert f"{reuse[1]['probing_rag']} of {calls[0]} LM results reused" in summary
-
-
-def _without_latency(value):
-    if isinstance(value, dict):
-        return {k: _without_latency(v) for k, v in value.items() if k != "latency_s"}
-    if isinstance(value, list):
-        return [_without_latency(v) for v in value]
-    return value
 
 
 def test_train_router_needs_no_prober_and_leaves_a_note_when_too_few_examples(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from skillrag.eval.runner import read_traces, run_method, settings_file
 from skillrag.files import DataError
 from skillrag.methods import Components, build_method
 from skillrag.methods.exploration import SkillExploration
-from tests.fakes import CORPUS, FakeLM, HashProber, OverlapRetriever, RuleLM
+from tests.fakes import CORPUS, FakeLM, HashProber, OverlapRetriever, RuleLM, without_latency
 
 QUESTIONS = [Question(f"nq-{i}", "nq", f"Question number {i}?", ["Paris"], "eval") for i in range(4)]
 PROVENANCE = {"git_commit": "a" * 40, "git_dirty": False}
@@ -170,16 +170,8 @@ def _rule_method(name, lm):
     return build_method(name, Components(lm, OverlapRetriever(CORPUS), HashProber(), k=2, max_new_tokens=16))
 
 
-def _without_latency(value):
-    if isinstance(value, dict):
-        return {k: _without_latency(v) for k, v in value.items() if k != "latency_s"}
-    if isinstance(value, list):
-        return [_without_latency(v) for v in value]
-    return value
-
-
 def _lines(path):
-    return [_without_latency(json.loads(line)) for line in path.read_text().splitlines()]
+    return [without_latency(json.loads(line)) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.parametrize("name", ["no_retrieval", "single_step", "probing_rag", "skill_rag"])

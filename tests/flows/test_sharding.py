@@ -15,7 +15,7 @@ from skillrag.paths import Paths
 from skillrag.probe.states import load_features, read_rows
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
-from tests.fakes import CORPUS, OverlapRetriever
+from tests.fakes import CORPUS, OverlapRetriever, without_latency
 
 METHODS = ["no_retrieval", "single_step"]
 
@@ -39,21 +39,13 @@ def fakes(monkeypatch):
 
 def _runs(paths):
     return {
-        name: [_without_latency(json.loads(line)) for line in paths.run_file(name, "nq").read_text().splitlines()]
+        name: [without_latency(json.loads(line)) for line in paths.run_file(name, "nq").read_text().splitlines()]
         for name in METHODS
     }
 
 
-def _without_latency(value):
-    if isinstance(value, dict):
-        return {k: _without_latency(v) for k, v in value.items() if k != "latency_s"}
-    if isinstance(value, list):
-        return [_without_latency(v) for v in value]
-    return value
-
-
 def _headline(paths):
-    return _without_latency(json.loads(paths.metrics.read_text()))
+    return without_latency(json.loads(paths.metrics.read_text()))
 
 
 def test_sharded_evaluate_equals_the_single_process_run(tmp_path, fakes):
