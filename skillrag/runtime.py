@@ -32,7 +32,9 @@ def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
     from skillrag.lm.loading import model_identity
     from skillrag.probe import Prober
 
-    identity = model_identity(params.lm.model, params.lm.device, params.lm.dtype)
+    # Without a prober, say so (and which command builds it) before anything touches the model's files.
+    trained = (paths.probe / "probe.json").is_file()
+    identity = model_identity(params.lm.model, params.lm.device, params.lm.dtype) if trained else None
     prober = Prober.load(paths.probe, expected_model=identity, expected_hidden_size=lm.hidden_size)
     prober.use_threshold(params.probe.threshold)
     return prober
