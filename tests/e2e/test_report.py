@@ -40,4 +40,6 @@ def test_report_against_a_ref_shows_the_metrics_diff(dvc_project, tmp_path):
     (project / "reports" / "metrics.json").write_text(json.dumps(metrics))
     body = run(["skillrag", "report", "--against", "HEAD"], project).stdout
     assert body.startswith("# Skill-RAG evaluation report")
-    assert next(line for line in body.splitlines() if "skill_rag.hotpotqa.acc" in line).count("0.987") == 1
+    # dvc's diff row: path | metric | HEAD | workspace | change (the change equals the new value when HEAD's is 0)
+    row = next(line for line in body.splitlines() if "skill_rag.hotpotqa.acc" in line)
+    assert [cell.strip() for cell in row.strip("|").split("|")][3] == "0.987"
