@@ -149,17 +149,20 @@ def train_router() -> None:
 
 @app.command("train-adaptive")
 def train_adaptive() -> None:
-    """Train Adaptive-RAG's query-complexity classifier: run no_retrieval, single_step and ircot on
-    train and dev questions, label each with the simplest strategy that answered right (else the
-    dataset's default), fit a logistic regression on the question's hidden state (data/adaptive/);
-    dev accuracy and confusion matrix in reports/adaptive_metrics.json."""
+    """Train Adaptive-RAG's query-complexity classifier: label train and dev questions with the
+    simplest strategy that answered right (else the dataset's default), from extract's closed-book
+    and single-step answers and ircot where the label needs it, fit a logistic regression on the
+    question's hidden state (data/adaptive/); dev accuracy and confusion matrix in
+    reports/adaptive_metrics.json."""
     report, paths = _run_stage("train-adaptive")
     train, dev = report["train"], report["dev"]
-    console.print(f"train labels: {train['labels']} ({train['unanswered']} of {train['questions']} unanswered, defaulted)")
+    console.print(
+        f"train labels: {train['labels']} ({train['defaulted']} of {train['questions']} defaulted; ircot run on {train['ircot_runs']})"
+    )
     if dev["accuracy"] is not None:
         console.print(
             f"dev accuracy {dev['accuracy']:.3f} (always {dev['majority_label']}: {dev['majority_accuracy']:.3f}); "
-            f"dev ACC routed {dev['acc']['adaptive']:.3f}, oracle {dev['acc']['oracle']:.3f}"
+            f"dev ACC routed {dev['acc']['adaptive']:.3f}, single_step {dev['acc']['single_step']:.3f}"
         )
     _done("train-adaptive", report, paths)
 

@@ -9,29 +9,38 @@ transformers de-quantizes GGUF on every load (15-50 s, minutes for 1.5B), so the
 converts it once into a float32 safetensors directory in the cache, and every later load reads
 that directory (bfloat16 is made at load time, so a float32 run keeps the exact de-quantized
 weights; disk is cheap here: the 1.5B model takes 7.1 GB). The conversion records each file's
-size and sha256 (`skillrag-manifest.json`), checked on every use: a damaged cache is one line
-naming the file and `skillrag lm-cache --rebuild <name>`. A cache without a manifest (converted
-before manifests existed) is converted again.
+size and sha256 (`skillrag-manifest.json`): a damaged cache is one line naming the file and
+`skillrag lm-cache --rebuild <name>`. A cache without a manifest (converted before manifests
+existed) is converted again.
+
+Hashing 7.1 GB takes 14 s, on every stage. So a full check that passes records each file's size,
+mtime and ctime beside the manifest (`skillrag-verified.json`), and a later use hashes again only
+when one of them, or the manifest, changed: a file rewritten or replaced since (ctime changes on
+every write, whatever mtime is set back to) is still caught. What this gives up is only a change
+no write made (the disk's own decay). `lm-cache --rebuild` converts and checks in full.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from skillrag.files import publish
+from skillrag.files import publish, replace_text
 from skillrag.manifest import ArtifactCorruptError, file_sha256, read_manifest, verify_files, write_manifest
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "skillrag-manifest.json"
+VERIFIED = "skillrag-verified.json"
 PromptFormat = Literal["plain", "chat"]
 
 
@@ -204,8 +213,39 @@ def bundled_dir(name: str, rebuild: bool = False) -> Path:
     if rebuild or not (target / MANIFEST).exists():
         _convert(BUNDLED[name], target)
     fix = f"rebuild it with `skillrag lm-cache --rebuild {name}`"
-    verify_files(target, read_manifest(target / MANIFEST, fix)["files"], fix)
+    manifest = read_manifest(target / MANIFEST, fix)
+    stamp = {"digest": manifest["digest"], "files": _stats(target, manifest["files"])}
+    if rebuild or _read_stamp(target) != stamp:
+        verify_files(target, manifest["files"], fix)
+        _write_stamp(target, stamp)  # the stats from before hashing: a write during it shows next time
     return target
+
+
+def _stats(root: Path, names: Iterable[str]) -> dict[str, list[int] | None]:
+    """Each file's [size, mtime, ctime] in nanoseconds (None when missing): what a write changes."""
+    stats: dict[str, list[int] | None] = {}
+    for name in sorted(names):
+        try:
+            found = (root / name).stat()
+        except FileNotFoundError:
+            stats[name] = None
+            continue
+        stats[name] = [found.st_size, found.st_mtime_ns, found.st_ctime_ns]
+    return stats
+
+
+def _read_stamp(target: Path) -> Any:
+    try:
+        return json.loads((target / VERIFIED).read_text())
+    except (OSError, ValueError):
+        return None  # none yet, or unreadable: check in full
+
+
+def _write_stamp(target: Path, stamp: dict[str, Any]) -> None:
+    try:
+        replace_text(target / VERIFIED, json.dumps(stamp, sort_keys=True) + "\n")
+    except OSError as err:  # a read-only cache: every load checks in full
+        log.info("cannot record the verified cache of %s (%s): the next load hashes it again", target, err)
 
 
 def bundled_digest(name: str) -> str:

@@ -3,7 +3,9 @@ original T5 checkpoint is no longer published.
 
 Three strategies, simplest first: A = no_retrieval, B = single_step, C = ircot. A question's
 silver label is the simplest strategy that answered it right; a question none answers gets its
-dataset's default (C for the multi-hop sets, else B), as in the paper.
+dataset's default (C for the multi-hop sets, else B), as in the paper. So IRCoT's answer decides
+a label only for a single-hop question neither simpler strategy answered (`needs_multi_step`):
+a multi-hop one is labelled C whatever IRCoT answers.
 
 Features: the question's hidden state from the same LM, read in one call the LM already offers:
 `generate` on the closed-book CoT prompt with one new token and the resolved `lm.layers`
@@ -41,8 +43,16 @@ def default_strategy(dataset: str) -> str:
 
 
 def silver_label(correct: Mapping[str, bool], dataset: str) -> str:
-    """The simplest strategy that answered right (`correct`: strategy -> right?), else the default."""
-    return next((s for s in STRATEGIES if correct[s]), default_strategy(dataset))
+    """The simplest strategy that answered right (`correct`: strategy -> right?, a strategy not
+    run counting as not right), else the default."""
+    return next((s for s in STRATEGIES if correct.get(s)), default_strategy(dataset))
+
+
+def needs_multi_step(correct: Mapping[str, bool], dataset: str) -> bool:
+    """Whether the silver label depends on IRCoT's answer, given the simpler strategies' in
+    `correct`: when neither answered right and the dataset's default is not IRCoT itself.
+    Elsewhere `silver_label` gives the same label whatever IRCoT answers."""
+    return not any(correct[s] for s in STRATEGIES[:-1]) and default_strategy(dataset) != STRATEGIES[-1]
 
 
 def question_states(lm: LM, questions: Sequence[str], layers: Sequence[int]) -> np.ndarray:

@@ -5,17 +5,27 @@ far and keep only the first new sentence (the paper's reason step: "we only take
 generated sentence and discard the rest"), and retrieve with the CoT's last sentence, the new
 one (the retrieve step; when the model wrote an unfinished fragment, the sentence it completes),
 adding the new passages to the collected ones. The reasoning ends when the sentence is followed
-by the `Answer:` line or says "the answer is", when nothing more is generated, or at
-`methods.ircot.max_steps`, whose step keeps its whole continuation (the answer line included).
+by the `Answer:` line or says "the answer is" (the paper's end: "answer is" in the sentence), when
+nothing more is generated, or at `methods.ircot.max_steps`, whose step keeps its whole
+continuation (the answer line included).
+
+A step whose sentence says "the answer is" keeps its continuation through the `Answer:` line
+that the same generation goes on to write, if it writes one: the answer is read from the whole
+CoT by the strict parser every method uses (the `Answer:` line; none scores wrong). Keeping only
+the sentence would drop that line and score an answer the model gave as none; reading "the answer
+is X" itself as the answer would give IRCoT a looser parser than the methods it is compared
+with. The paper's CoT reader, too, reads the answer at the end of a CoT written through (its
+"answer is:" sentence; this project's exemplars end with the `Answer:` line instead).
 A repeated sentence is retrieved with again, as in the paper: on the real 135M model stopping
 there instead lost answers the next step would have written.
 
 Each step continues the same CoT prompt as the other methods (skillrag.prompts.cot), its
 passages block the collected passages, at most `methods.ircot.max_passages` (the paper keeps
 15), the newest interleaved first (`interleave`), each cut to `retrieval.passage_words` words as
-in every answer prompt; the answer is read from the whole CoT by the same strict parser. The
-first step's generation is single_step's, so evaluation reuses it. Each step is one round: its
-query, the passages it read, the CoT so far. The continuation assumes the plain prompt format
+in every answer prompt. The first step is single_step's generation call (same prompt, budget,
+stop strings and cached prefix, when `max_passages` >= `retrieval.k`), capturing nothing: the
+reuse cache serves it single_step's result, which differs only in what was captured. Each step is one round: its query,
+the passages it read, the CoT so far. The continuation assumes the plain prompt format
 (`lm.prompt_format`): a chat template would close the user turn before the partial rationale.
 """
 
@@ -33,16 +43,20 @@ _SAYS_ANSWER = re.compile(r"\bthe answer is\b", re.IGNORECASE)
 
 
 def next_thought(continuation: str) -> tuple[str, bool]:
-    """The first sentence of a CoT continuation (as generated, with its leading space), and
-    whether the reasoning ends with it: the answer line follows it directly (then it is kept
-    too), the sentence says "the answer is", or nothing was generated."""
+    """The text a step keeps of a CoT continuation, and whether the reasoning ends with it.
+    Kept: the first sentence (as generated, with its leading space); the whole continuation
+    when the answer line follows that sentence directly, or when the sentence says "the answer
+    is" and the continuation goes on to an answer line (see the module docstring). It ends the
+    reasoning when it reaches the answer line, says "the answer is", or nothing was generated."""
     parsed = parse_answer(continuation)
     end = _SENTENCE_END.search(parsed.reasoning)
     if end is None:  # at most one sentence before the answer line (or no answer line)
         return continuation, bool(parsed.answer) or not continuation.strip()
     start = len(continuation) - len(continuation.lstrip())
     sentence = continuation[: start + end.end()]
-    return sentence, bool(_SAYS_ANSWER.search(sentence))
+    if not _SAYS_ANSWER.search(sentence):
+        return sentence, False
+    return (continuation if parsed.answer else sentence), True
 
 
 def last_sentence(text: str) -> str:

@@ -5,7 +5,7 @@ A threshold param is `auto` (the value tuned on dev by `skillrag tune-thresholds
 data/thresholds/thresholds.json) or a number that overrides it. The rule (stage tune_thresholds,
 skillrag.stages.thresholds): each trigger scores every dev question's closed-book generation for
 its first decision, and the threshold is the candidate whose share of dev questions sent to
-retrieval is closest to the target rate.
+retrieval is closest to the target rate; a target no candidate reaches (`reaches`) is refused.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ def retrieval_rate(scores: Sequence[float], threshold: float, above: bool) -> fl
     if not scores:
         return 0.0
     return sum((s > threshold) if above else (s < threshold) for s in scores) / len(scores)
+
+
+def reaches(rate: float, target: float, questions: int) -> bool:
+    """Whether a retrieval rate over `questions` questions is the target up to half a question,
+    the finest a rate over that many can get (a target between two questions' shares is reached
+    by either)."""
+    return abs(rate - target) * questions <= 0.5 + 1e-9
 
 
 def pick_threshold(scores: Sequence[float], above: bool, target: float) -> tuple[float, float]:

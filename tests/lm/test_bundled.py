@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import shutil
 from dataclasses import replace
@@ -12,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from skillrag import manifest
 from skillrag.lm import bundled
 from skillrag.lm.bundled import BUNDLED, BundledModelMissing, bundled_dir
 from skillrag.manifest import ArtifactCorruptError, write_manifest
@@ -123,6 +125,56 @@ def test_a_damaged_cache_file_is_named_with_the_rebuild_command(monkeypatch, emp
     (target / "model.safetensors").write_bytes(b"garbage" * 100)  # same size, other bytes
     with pytest.raises(ArtifactCorruptError, match=r"model\.safetensors is corrupted \(its sha256 differs"):
         bundled_dir("smollm2-135m")
+
+
+@pytest.fixture
+def hashed(monkeypatch):
+    """The files the manifest check hashes, in order."""
+    seen = []
+    real = manifest.file_sha256
+
+    def counting(path):
+        seen.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(manifest, "file_sha256", counting)
+    return seen
+
+
+def test_an_unchanged_cache_is_hashed_only_once(monkeypatch, empty_cache, hashed):
+    target = _fake_cache(empty_cache / "models" / "smollm2-135m")
+    monkeypatch.setattr(bundled, "_convert", _refuse)
+    hashed.clear()  # the manifest's own writing
+    assert bundled_dir("smollm2-135m") == target and hashed == ["config.json", "model.safetensors"]
+    assert bundled_dir("smollm2-135m") == target and len(hashed) == 2  # size, mtime and ctime unchanged
+    os.utime(target / "model.safetensors")  # touched: checked in full again, and still intact
+    assert bundled_dir("smollm2-135m") == target and len(hashed) == 4
+    assert bundled_dir("smollm2-135m") == target and len(hashed) == 4
+
+
+def test_a_file_changed_after_a_passing_check_is_still_caught(monkeypatch, empty_cache):
+    target = _fake_cache(empty_cache / "models" / "smollm2-135m")
+    monkeypatch.setattr(bundled, "_convert", _refuse)
+    bundled_dir("smollm2-135m")
+    weights = target / "model.safetensors"
+    before = weights.stat()
+    weights.write_bytes(b"garbage" * 100)  # same size ...
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))  # ... and mtime set back: the ctime moved
+    with pytest.raises(ArtifactCorruptError, match=r"model\.safetensors is corrupted"):
+        bundled_dir("smollm2-135m")
+    weights.write_bytes(b"short")
+    with pytest.raises(ArtifactCorruptError, match=r"model\.safetensors has 5 bytes"):
+        bundled_dir("smollm2-135m")
+
+
+def test_rebuild_checks_in_full(monkeypatch, empty_cache, hashed):
+    target = _fake_cache(empty_cache / "models" / "smollm2-135m")
+    monkeypatch.setattr(bundled, "_convert", _refuse)
+    hashed.clear()  # the manifest's own writing
+    bundled_dir("smollm2-135m")
+    monkeypatch.setattr(bundled, "_convert", lambda model, to: None)  # converted again: same files here
+    bundled_dir("smollm2-135m", rebuild=True)
+    assert hashed == ["config.json", "model.safetensors"] * 2 and target.is_dir()
 
 
 def test_a_cache_without_a_manifest_is_converted_again(monkeypatch, empty_cache):

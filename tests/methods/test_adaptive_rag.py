@@ -5,6 +5,7 @@ artifact is refused when missing, altered or from another model."""
 from __future__ import annotations
 
 import json
+from itertools import product
 
 import numpy as np
 import pytest
@@ -12,7 +13,13 @@ import pytest
 from skillrag.files import DataError
 from skillrag.lm.base import state_vector
 from skillrag.methods import Components, build_method
-from skillrag.methods.complexity import STRATEGIES, fit_classifier, load_classifier, silver_label
+from skillrag.methods.complexity import (
+    STRATEGIES,
+    fit_classifier,
+    load_classifier,
+    needs_multi_step,
+    silver_label,
+)
 from tests.fakes import CORPUS, FakeLM, OverlapRetriever, answer, hidden_state
 from tests.methods.test_methods_pipelines import QUESTION, stages
 
@@ -59,6 +66,17 @@ def test_silver_labels_take_the_simplest_strategy_that_answered_else_the_dataset
     none = dict.fromkeys(STRATEGIES, False)
     assert (silver_label(none, "nq"), silver_label(none, "triviaqa")) == ("single_step", "single_step")
     assert {silver_label(none, d) for d in ("hotpotqa", "musique", "2wiki")} == {"ircot"}
+
+
+@pytest.mark.parametrize("dataset", ["nq", "triviaqa", "hotpotqa", "musique", "2wiki"])
+@pytest.mark.parametrize("outcome", list(product([False, True], repeat=3)))
+def test_running_ircot_only_where_the_label_needs_it_gives_every_label_full_labelling_gives(outcome, dataset):
+    full = dict(zip(STRATEGIES, outcome))
+    simpler = {s: full[s] for s in STRATEGIES[:-1]}
+    partial = full if needs_multi_step(simpler, dataset) else simpler
+    assert silver_label(partial, dataset) == silver_label(full, dataset)
+    # and IRCoT is needed exactly for a single-hop question neither simpler strategy answered
+    assert needs_multi_step(simpler, dataset) == (not any(simpler.values()) and dataset in ("nq", "triviaqa"))
 
 
 def test_the_classifier_artifact_is_refused_when_missing_altered_or_from_another_model(tmp_path):

@@ -78,27 +78,37 @@ def trained(tmp_path, monkeypatch):
     monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
     overrides = ["train_adaptive.train_questions=16", "train_adaptive.dev_questions=8", "lm.concurrency=4", "lm.batch_size=3"]
     params, paths = load_params(workspace / "params.yaml", overrides=overrides), Paths(workspace)
+    stages.extract(params, paths)  # the closed-book and single-step answers the labels start from
+    lm.prompts.clear()
     return params, paths, lm, stages.train_adaptive(params, paths)
 
 
 def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_dev(trained):
     _, paths, lm, report = trained
-    assert report["train"] == {"questions": 16, "labels": {"no_retrieval": 4, "single_step": 6, "ircot": 6}, "unanswered": 4}
+    # every label what running all three strategies gives (expected_label); IRCoT ran only on the
+    # single-hop (nq) questions neither simpler strategy answered: plans 2 and 3
+    assert report["train"] == {
+        "questions": 16, "labels": {"no_retrieval": 4, "single_step": 6, "ircot": 6}, "defaulted": 6, "ircot_runs": 4,
+    }
     dev = report["dev"]
-    assert dev["labels"] == {"no_retrieval": 2, "single_step": 3, "ircot": 3} and dev["unanswered"] == 2
+    assert dev["labels"] == {"no_retrieval": 2, "single_step": 3, "ircot": 3} and (dev["defaulted"], dev["ircot_runs"]) == (3, 2)
     assert dev["accuracy"] == 1.0 and dev["majority_accuracy"] == 3 / 8
     assert dev["confusion"]["ircot"] == {"no_retrieval": 0, "single_step": 0, "ircot": 3}
-    assert dev["acc"] == {"adaptive": 0.75, "no_retrieval": 0.25, "single_step": 0.5, "ircot": 0.75, "oracle": 0.75}
+    # routed: IRCoT also ran where the classifier chose it (hotpotqa plans 2 and 3)
+    assert dev["acc"] == {"adaptive": 0.75, "no_retrieval": 0.25, "single_step": 0.5}
     assert json.loads(paths.adaptive_metrics.read_text()) == report
     classifier = load_classifier(paths.adaptive, lm)
     assert set(classifier.linear.classes) == set(STRATEGIES) and list(classifier.linear.layers) == report["layers"]
-    for strategy in STRATEGIES:
-        traces = read_traces(paths.adaptive_traces("train", strategy))
-        assert len(traces) == 16 and {t.method for t in traces} == {strategy}
-        assert json.loads(settings_file(paths.adaptive_traces("train", strategy)).read_text())["method"] == strategy
-    # ircot's first step is single_step's generation: computed once, reused
-    answers = [p for budget, p in lm.prompts if budget > 1 and "Passages:" in p.rsplit("\n\n", 1)[-1]]
-    assert len(answers) == len(set(answers))
+    train = read_traces(paths.adaptive_traces("train", "ircot"))
+    assert sorted(t.question_id for t in train) == [f"nq-train-{i}" for i in (2, 3, 6, 7)]
+    assert json.loads(settings_file(paths.adaptive_traces("train", "ircot")).read_text())["method"] == "ircot"
+    dev_runs = sorted(t.question_id for t in read_traces(paths.adaptive_traces("dev", "ircot")))
+    assert dev_runs == ["hotpotqa-dev-2", "hotpotqa-dev-3", "nq-dev-2", "nq-dev-3"]
+    assert not paths.adaptive_traces("train", "no_retrieval").exists()
+    # the closed-book and single-step answers are extract's: train_adaptive writes none again
+    answers = [p.rsplit("\n\n", 1)[-1] for budget, p in lm.prompts if budget > 1]
+    assert not [a for a in answers if "Passages:" not in a]
+    assert len([a for a in answers if "Passages:" in a and a.endswith("Rationale:")]) == len(train) + len(dev_runs)
 
 
 def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage_when_missing(trained):

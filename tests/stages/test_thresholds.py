@@ -5,15 +5,21 @@ read the values back when their params are auto."""
 from __future__ import annotations
 
 import json
+import math
 
+import pandas as pd
 import pytest
 import torch
 
 from skillrag import runtime
 from skillrag.config import load_params
+from skillrag.data.splits import load_split
+from skillrag.files import DataError
 from skillrag.methods import Components, build_method
-from skillrag.methods.thresholds import load_thresholds, pick_threshold
+from skillrag.methods.thresholds import load_thresholds, pick_threshold, reaches
 from skillrag.paths import Paths
+from skillrag.probe.states import shard_name
+from skillrag.prompts.cot import cot_prompt
 from skillrag.stages import STAGES
 from tests.conftest import REPO, write_rows
 from tests.fakes import CORPUS, OverlapRetriever, scripted
@@ -62,6 +68,24 @@ class ScoreProber:
         return score > 0.5
 
 
+def write_closed_book_rows(paths, lm, change=None):
+    """What extract writes for the dev questions' closed-book answers (data/states rows): each the
+    LM's closed-book CoT with its per-token columns; `change(id, row)` edits one before it is
+    written. One single_step row too, which tuning must not read."""
+    rows = []
+    for question in [q for qs in load_split(paths.questions, "dev").values() for q in qs]:
+        [gen] = lm.generate([cot_prompt(question.question).text], 96)
+        row = {
+            "id": question.id, "dataset": question.dataset, "split": "dev", "strategy": "no_retrieval", "text": gen.text,
+            "budget_hit": 0, "prompt_tokens": gen.prompt_tokens, "logprobs": gen.logprobs,
+            "entropies": gen.entropies, "pieces": gen.pieces,
+        }
+        rows.append(change(row["id"], row) if change else row)
+    rows.append({**rows[0], "strategy": "single_step", "logprobs": [-9.0] * len(rows[0]["logprobs"])})
+    paths.states.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(paths.states / f"{shard_name(0)}.parquet")
+
+
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     paths = Paths(tmp_path)
@@ -72,6 +96,7 @@ def workspace(tmp_path, monkeypatch):
               "answers": ["Paris"]} for i in range(len(rows))],
         )
     lm = DevLM()
+    write_closed_book_rows(paths, DevLM())
     monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
     monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: ScoreProber())
     return paths, lm
@@ -85,7 +110,7 @@ def tune(paths, *overrides):
 def test_each_threshold_sends_the_target_share_of_dev_questions_to_retrieval(workspace):
     paths, lm = workspace
     report = tune(paths, "tune_thresholds.target_retrieval_rate=0.3")
-    assert all(lm.asked_attention) and len(lm.asked_attention) == 3  # 10 questions in batches of 4
+    assert lm.asked_attention == [True] * 3  # dragin's CoTs: 10 questions in batches of 4
     triggers = report["triggers"]
     assert {m: t["dev_retrieval_rate"] for m, t in triggers.items()} == {"flare": 0.3, "dragin": 0.3, "entropy_rag": 0.3}
     # the three lowest probabilities are 0.1, 0.2, 0.3, the next 0.4: theta sits between
@@ -117,11 +142,49 @@ def test_auto_params_read_the_tuned_values(workspace):
     assert build_method("dragin", parts).threshold == load_thresholds(paths.thresholds)["methods.dragin.threshold"]
 
 
+def test_flare_and_entropy_rag_read_extracts_rows_and_only_dragin_generates(workspace):
+    paths, lm = workspace
+    surer = 0.65  # nq-1's lowest probability in extract's row (0.1 in the LM's reply)
+
+    def change(qid, row):
+        return {**row, "logprobs": [math.log(surer) if lp < math.log(0.15) else lp for lp in row["logprobs"]]} if qid == "nq-1" else row
+
+    write_closed_book_rows(paths, DevLM(), change)
+    report = tune(paths, "tune_thresholds.target_retrieval_rate=0.3")
+    # the three lowest probabilities are now 0.2, 0.3, 0.4, the next 0.5
+    assert report["triggers"]["flare"]["value"] == pytest.approx(0.45)
+    assert report["triggers"]["dragin"]["value"] == pytest.approx((0.4 * 1.0 + 0.5 * 1.5) / 2)  # as generated
+    assert lm.asked_attention == [True] * 3
+
+
+def test_dev_questions_without_a_closed_book_row_name_extract(workspace):
+    paths, _ = workspace
+    write_rows(paths.question_file("dev", "trivia"), [{"id": "trivia-0", "dataset": "trivia", "question": "Q?", "answers": ["A"]}])
+    with pytest.raises(DataError, match=r"trivia-0\) have no closed-book answer .*`skillrag extract`"):
+        tune(paths, "tune_thresholds.target_retrieval_rate=0.3")
+
+
 def test_a_target_no_threshold_reaches_fails_naming_the_param(workspace):
     paths, _ = workspace
     with pytest.raises(ValueError, match="tune_thresholds.target_retrieval_rate"):
         tune(paths, "tune_thresholds.target_retrieval_rate=0")
     assert not paths.thresholds.exists()
+
+
+def test_a_target_the_tied_scores_cannot_give_is_refused(workspace):
+    paths, _ = workspace
+    write_closed_book_rows(paths, DevLM(), lambda qid, row: {**row, "entropies": [0.1] * 8})  # every mean entropy ties
+    with pytest.raises(ValueError, match=r"no threshold sends 30\.0% of the 10 dev questions .*\(nearest: entropy_rag 0\.0%\)") as info:
+        tune(paths, "tune_thresholds.target_retrieval_rate=0.3")
+    assert "\n" not in str(info.value) and not paths.thresholds.exists()
+    assert tune(paths, "tune_thresholds.target_retrieval_rate=1.0")["triggers"]["entropy_rag"]["dev_retrieval_rate"] == 1.0
+
+
+@pytest.mark.parametrize(("rate", "target", "questions", "expected"), [
+    (0.3, 0.3, 10, True), (0.3, 0.35, 10, True), (0.3, 0.36, 10, False), (0.0, 0.3, 10, False), (1.0, 0.96, 10, True),
+])
+def test_a_rate_reaches_a_target_within_half_a_question(rate, target, questions, expected):
+    assert reaches(rate, target, questions) is expected
 
 
 @pytest.mark.parametrize(("above", "target", "expected"), [(True, 0.5, (2.5, 0.5)), (False, 0.25, (1.5, 0.25))])
@@ -185,6 +248,7 @@ def test_tuned_baselines_retrieve_when_evaluated(tmp_path, monkeypatch):
         workspace / "params.yaml",
         overrides=["tune_thresholds.target_retrieval_rate=1.0", f"evaluate.methods={names}", "lm.max_new_tokens=16"],
     )
+    write_closed_book_rows(paths, UnsureLM())
     STAGES["tune-thresholds"](params, paths)
     metrics = STAGES["evaluate"](params, paths)
     for name in names:
