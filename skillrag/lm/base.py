@@ -175,3 +175,17 @@ def default_layers(num_layers: int) -> list[int]:
     """The posterior two-thirds of the layers (paper §3.1): for 30 layers, 11..30."""
     first = num_layers - (2 * num_layers) // 3 + 1
     return list(range(first, num_layers + 1))
+
+
+def resolve_layers(spec: str | Sequence[int], num_layers: int) -> list[int]:
+    """`lm.layers`: `posterior_two_thirds` (paper §3.1), `all`, or explicit 1-based layer ids
+    (validated)."""
+    if spec == "posterior_two_thirds":
+        return default_layers(num_layers)
+    if spec == "all":
+        return list(range(1, num_layers + 1))
+    layers = sorted({int(x) for x in spec})
+    bad = [x for x in layers if not 1 <= x <= num_layers]
+    if bad:
+        raise ValueError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
+    return layers

@@ -32,9 +32,9 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.eval.metrics import accuracy
     from skillrag.eval.runner import run_method
     from skillrag.files import DataError, write_json
+    from skillrag.lm.base import resolve_layers
     from skillrag.methods import Components, ReusingLM, build_method
     from skillrag.methods.complexity import STRATEGIES, fit_classifier, silver_label
-    from skillrag.probe.extract import resolve_layers
 
     lm = ReusingLM(runtime.open_lm(params), params.lm.reuse_cache)
     parts = Components.from_params(params, lm, runtime.open_retriever(params, paths))

@@ -5,8 +5,6 @@ stream it pools is untouched) and checked against a plain forward pass pooled by
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from itertools import accumulate
 
 import pytest
@@ -15,6 +13,7 @@ import torch
 from skillrag.lm import POOLINGS, HFCausalLM
 from skillrag.lm.base import answer_tokens
 from skillrag.prompts.cot import STOP
+from tests.lm.conftest import forced
 from tests.lm.test_hf import reference
 
 LAYERS = [1, 2, 3]
@@ -38,26 +37,6 @@ def ends(pieces: list[str]) -> list[int]:
 )
 def test_answer_tokens_are_those_of_the_answer_text_on_the_answer_line(pieces, span):
     assert answer_tokens("".join(pieces), ends(pieces)) == span
-
-
-@contextmanager
-def forced(lm: HFCausalLM, text: str) -> Iterator[list[int]]:
-    """Greedy decoding writes `text` (then whatever the model prefers): each LM-head call adds a
-    large bias to the next scripted token; the hidden states stay the model's own."""
-    ids = lm.tokenizer(text, add_special_tokens=False).input_ids
-    calls = iter(range(10**6))
-
-    def bias(module, args, output):
-        step = next(calls)
-        if step < len(ids):
-            output[..., ids[step]] += 1e4
-        return output
-
-    handle = lm.model.lm_head.register_forward_hook(bias)
-    try:
-        yield ids
-    finally:
-        handle.remove()
 
 
 def by_hand(lm: HFCausalLM, kept: list[int], positions: slice) -> dict[int, torch.Tensor]:
