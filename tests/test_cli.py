@@ -10,9 +10,9 @@ import yaml
 from typer.testing import CliRunner
 
 from skillrag import cli, runtime
-from skillrag.runtime import components
 from skillrag.data.schema import Passage
 from skillrag.methods import Components
+from skillrag.runtime import components
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import FakeLM, OverlapRetriever
 
