@@ -58,8 +58,8 @@ def pool(states: torch.Tensor, span: slice, layers: Sequence[int]) -> dict[str, 
     pooling -> layer -> float32 CPU vector."""
     states = states.float()
     answer = states[span]
-    vectors = {"generated_mean": states.mean(dim=0), "answer_mean": answer.mean(dim=0), "answer_last": answer[-1]}
-    return {name: {layer: v[j].cpu() for j, layer in enumerate(layers)} for name, v in vectors.items()}
+    pooled = torch.stack([states.mean(dim=0), answer.mean(dim=0), answer[-1]]).cpu()  # in POOLINGS order; one copy
+    return {name: {layer: pooled[p, j] for j, layer in enumerate(layers)} for p, name in enumerate(POOLINGS)}
 
 
 @dataclass
