@@ -287,7 +287,8 @@ def ask(
     import json
 
     from skillrag.data.schema import Question
-    from skillrag.methods import METHODS, build_method, open_components
+    from skillrag.methods import METHODS, build_method
+    from skillrag.runtime.components import open_components
 
     params, paths = state.params(), state.paths()
     if method not in METHODS:

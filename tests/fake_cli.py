@@ -25,7 +25,7 @@ from skillrag import cli, runtime
 from skillrag.lm.base import Generation
 from skillrag.retrieval.manifest import write_index_manifest
 from tests.conftest import write_rows
-from tests.fakes import CORPUS, OverlapRetriever, hidden_state
+from tests.fakes import CORPUS, OverlapRetriever, fake_pooled
 
 
 class PausingLM:
@@ -60,9 +60,9 @@ class PausingLM:
             question = prompt.rsplit("Question: ", 1)[-1]
             number = int(re.search(r"\d+", question).group())
             text = " Looked it up.\nAnswer: " + ("Paris" if number % 2 == 0 else "Rome")
-            hidden = {layer: hidden_state(question + text, layer, self.hidden_size) for layer in capture or ()}
+            pooled = fake_pooled(question + text, capture, self.hidden_size)
             n = len(text.split())
-            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, len(prompt.split()), hidden or None, "stop"))
+            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, len(prompt.split()), None, "stop", pooled=pooled))
         return out
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:

@@ -2,7 +2,7 @@
 
 FakeLM replies from a script in call order and fails loudly when the script runs out, so a
 test states exactly which calls a pipeline makes. Hidden states are a deterministic function
-of the reply text. FakeProber returns scripted scores; OverlapRetriever ranks a handful of
+of the reply text (`fake_pooled`: another one per pooling). FakeProber returns scripted scores; OverlapRetriever ranks a handful of
 passages by shared words.
 """
 
@@ -18,7 +18,7 @@ from typing import ClassVar
 import torch
 
 from skillrag.data.schema import Passage
-from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, argmax
+from skillrag.lm.base import POOLINGS, Attention, Choice, Generation, Option, Pick, argmax
 from skillrag.retrieval.base import Hit
 
 
@@ -26,6 +26,16 @@ def hidden_state(text: str, layer: int, size: int) -> torch.Tensor:
     """A fixed pseudo-random vector per (text, layer)."""
     seed = zlib.crc32(f"{layer}:{text}".encode())
     return torch.randn(size, generator=torch.Generator().manual_seed(seed))
+
+
+def fake_pooled(key: str, layers: Sequence[int] | None, size: int) -> dict[str, dict[int, torch.Tensor]] | None:
+    """`Generation.pooled` of a fake: `hidden_state(key, ...)` as the generated mean (what
+    `Generation.hidden` reads) and other fixed vectors for the answer poolings; None without
+    layers (no capture asked for)."""
+    if not layers:
+        return None
+    prefixes = {"generated_mean": ""} | {name: f"{name}:" for name in POOLINGS[1:]}
+    return {name: {layer: hidden_state(prefixes[name] + key, layer, size) for layer in layers} for name in POOLINGS}
 
 
 Reply = str | Generation | Callable[[str], Generation] | Exception
@@ -80,20 +90,18 @@ class FakeLM:
                 reply = reply(prompt)
             if isinstance(reply, Generation):
                 assert attention or reply.attention is None, "a scripted attention summary that was not asked for"
-                hidden = {layer: hidden_state(reply.text, layer, self.hidden_size) for layer in capture or ()}
-                out.append(replace(reply, prompt_tokens=len(prompt.split()), hidden=hidden or None))
+                pooled = fake_pooled(reply.text, capture, self.hidden_size)
+                out.append(replace(reply, prompt_tokens=len(prompt.split()), hidden=None, pooled=pooled))
             else:
                 out.append(self._generation(prompt, reply, capture))
         return out
 
     def _generation(self, prompt: str, text: str, capture: Sequence[int] | None) -> Generation:
-        hidden = (
-            {layer: hidden_state(text, layer, self.hidden_size) for layer in capture} if capture else None
-        )
         n = len(text.split())
         pieces = re.findall(r"\s*\S+", text)
         return Generation(
-            text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden, "stop", pieces=pieces
+            text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), None, "stop", pieces=pieces,
+            pooled=fake_pooled(text, capture, self.hidden_size),
         )
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
@@ -140,11 +148,21 @@ def _kind(prompt: str) -> str:
 
 
 class FakeProber:
-    """Scores in call order; accepts above 0.5. Checks the captured layers reach it."""
+    """Scores in call order; accepts above 0.5 (`cuts`: per stage). Checks the captured layers
+    reach it, and records the states it scored."""
 
-    def __init__(self, scores: Sequence[float], layers: Sequence[int] = (2, 4)) -> None:
+    def __init__(
+        self,
+        scores: Sequence[float],
+        layers: Sequence[int] = (2, 4),
+        pooling: str = "generated_mean",
+        cuts: Mapping[str, float] | None = None,
+    ) -> None:
         self.scores = list(scores)
         self._layers = list(layers)
+        self.pooling = pooling
+        self.cuts = dict(cuts or {"stage1": 0.5, "stage2": 0.5})
+        self.scored: list[Mapping[int, torch.Tensor]] = []
 
     @property
     def layers(self) -> list[int]:
@@ -156,10 +174,11 @@ class FakeProber:
         )
         if not self.scores:
             raise AssertionError("FakeProber: no scripted score left")
+        self.scored.append(hidden)
         return self.scores.pop(0)
 
-    def accepts(self, score: float) -> bool:
-        return score > 0.5
+    def accepts(self, score: float, stage: str) -> bool:
+        return score > self.cuts[stage]
 
 
 _WORD = re.compile(r"\w+")
@@ -265,9 +284,9 @@ class RuleLM:
         return f" {titles[-1] if titles else 'Apollo'} facts {zlib.crc32(case.encode()) % 97}"
 
     def _generation(self, prompt: str, text: str, capture: Sequence[int] | None) -> Generation:
-        hidden = {layer: hidden_state(prompt[-300:] + text, layer, self.hidden_size) for layer in capture or ()}
         n = len(text.split())
-        return Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), hidden or None, "stop")
+        pooled = fake_pooled(prompt[-300:] + text, capture, self.hidden_size)
+        return Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), None, "stop", pooled=pooled)
 
     def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None, attention=False):
         self.calls.append(("generate", list(prompts)))
@@ -300,11 +319,12 @@ class HashProber:
     some answers and rejects others whatever order the questions run in."""
 
     layers: ClassVar[list[int]] = [2, 4]
+    pooling = "answer_last"
 
     def score(self, hidden: Mapping[int, torch.Tensor]) -> float:
         return float(torch.sigmoid(hidden[2].sum() + hidden[4].sum()))
 
-    def accepts(self, score: float) -> bool:
+    def accepts(self, score: float, stage: str) -> bool:
         return score > 0.5
 
 

@@ -9,9 +9,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from skillrag import cli, methods, runtime
+from skillrag import cli, runtime
 from skillrag.data.schema import Passage
 from skillrag.methods import Components
+from skillrag.runtime import components
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import FakeLM, OverlapRetriever
 
@@ -53,7 +54,7 @@ def test_missing_index_names_the_command_that_builds_it(params_file):
 
 
 def test_too_long_question_is_refused_naming_the_limit(params_file, monkeypatch):
-    monkeypatch.setattr(methods, "open_components", lambda *a, **k: pytest.fail("must refuse before loading"))
+    monkeypatch.setattr(components, "open_components", lambda *a, **k: pytest.fail("must refuse before loading"))
     code, out = invoke(params_file, "ask", "capital " * 2500, "--method", "no_retrieval")
     assert code == 1 and "19,999 characters, over prepare.max_question_chars=2,000" in out
 
@@ -66,7 +67,7 @@ def test_search_k_below_one_is_a_parameter_error(params_file):
 def test_ask_shows_rounds_live(params_file, monkeypatch):
     lm = FakeLM(replies=[" It is Paris.\nAnswer: Paris"])
     retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
-    monkeypatch.setattr(methods, "open_components", lambda *a, **k: Components(lm, retriever))
+    monkeypatch.setattr(components, "open_components", lambda *a, **k: Components(lm, retriever))
     code, out = invoke(params_file, "ask", "What is the capital of France?", "--method", "single_step")
     assert code == 0, out
     assert "round 0" in out and "passages: Paris" in out and "answer: Paris" in out
@@ -84,7 +85,7 @@ def test_ctrl_c_mid_answer_exits_cleanly(params_file, monkeypatch, capfd):
             raise KeyboardInterrupt
 
     retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
-    monkeypatch.setattr(methods, "open_components", lambda *a, **k: Components(InterruptedLM(), retriever))
+    monkeypatch.setattr(components, "open_components", lambda *a, **k: Components(InterruptedLM(), retriever))
     monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "ask", "Who?", "--method", "no_retrieval"])
     with pytest.raises(SystemExit) as info:
         cli.run()

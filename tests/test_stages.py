@@ -16,7 +16,7 @@ from skillrag.retrieval.manifest import write_index_manifest
 from skillrag.stages import run_settings
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
-from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, hidden_state, without_latency
+from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, fake_pooled, without_latency
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -227,9 +227,9 @@ class _SkillLM(PausingLM):
                 case = prompt.rsplit("\n\n", 1)[-1]  # the passages and question, not the few-shot examples
                 right = plan == 0 or (plan in (1, 2, 3) and _SKILL_EVIDENCE[plan - 1] in case)
                 text = " Looked it up.\nAnswer: " + ("Paris" if right else "Rome")
-            hidden = {layer: hidden_state(f"{n % 5}:{text}", layer, self.hidden_size) for layer in capture or ()}
+            pooled = fake_pooled(f"{n % 5}:{text}", capture, self.hidden_size)
             k = len(text.split())
-            out.append(Generation(text, list(range(k)), [-0.1] * k, [0.3] * k, len(prompt.split()), hidden or None, "stop"))
+            out.append(Generation(text, list(range(k)), [-0.1] * k, [0.3] * k, len(prompt.split()), None, "stop", pooled=pooled))
         return out
 
 

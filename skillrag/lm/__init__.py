@@ -6,7 +6,16 @@ methods with a scripted LM) do not pay for importing transformers.
 
 from importlib import import_module
 
-from skillrag.lm.base import LM, Attention, Choice, Generation, Option, default_layers, state_vector
+from skillrag.lm.base import (
+    LM,
+    POOLINGS,
+    Attention,
+    Choice,
+    Generation,
+    Option,
+    default_layers,
+    state_vector,
+)
 
 _LAZY = {
     "HFCausalLM": "skillrag.lm.hf",
@@ -16,6 +25,7 @@ _LAZY = {
 
 __all__ = [
     "LM",
+    "POOLINGS",
     "Attention",
     "Choice",
     "Generation",

@@ -12,6 +12,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from skillrag.text import answer_span
+
 
 @dataclass(frozen=True)
 class Attention:
@@ -28,13 +30,46 @@ class Attention:
     prompt_pieces: list[str]
 
 
+POOLINGS = ("generated_mean", "answer_mean", "answer_last")
+"""How a generation's per-token states become one vector per layer: the mean over the kept
+generated tokens; the mean over the tokens of the answer text on the `Answer:` line
+(skillrag.text.answer_span); the last of those tokens. Without an answer on such a line both
+answer poolings take the last kept token's state. Correctness probes read best at the exact
+answer tokens (Orgad et al. 2024), so all three are captured in the one generation pass."""
+
+
+def answer_tokens(text: str, ends: Sequence[int]) -> slice:
+    """The kept tokens whose text overlaps the answer on the `Answer:` line of `text`
+    (`skillrag.text.answer_span`), given where each token's text ends in it (`ends[j]`); the last
+    token when there is no answer there (token 0 when none was kept)."""
+    span = answer_span(text)
+    if span is not None:
+        starts = [0, *ends[:-1]]
+        inside = [j for j, (a, b) in enumerate(zip(starts, ends)) if a < span[1] and b > span[0]]
+        if inside:
+            return slice(inside[0], inside[-1] + 1)
+    last = max(len(ends), 1)
+    return slice(last - 1, last)
+
+
+def pool(states: torch.Tensor, span: slice, layers: Sequence[int]) -> dict[str, dict[int, torch.Tensor]]:
+    """Per-token states of the kept tokens ([tokens, layers, hidden], at least one token) pooled
+    every way (`POOLINGS`), the answer poolings over the tokens in `span` (`answer_tokens`):
+    pooling -> layer -> float32 CPU vector."""
+    states = states.float()
+    answer = states[span]
+    pooled = torch.stack([states.mean(dim=0), answer.mean(dim=0), answer[-1]]).cpu()  # in POOLINGS order; one copy
+    return {name: {layer: pooled[p, j] for j, layer in enumerate(layers)} for p, name in enumerate(POOLINGS)}
+
+
 @dataclass
 class Generation:
     """One generated continuation.
 
-    `hidden` maps a layer id (1-based: the output of transformer block `l`, i.e. HF
-    `hidden_states[l]`) to that layer's residual stream mean-pooled over the generated tokens,
-    as a float32 CPU tensor of shape [hidden_size]; None when capture was not asked for.
+    `pooled` maps a pooling (`POOLINGS`) to a layer id (1-based: the output of transformer block
+    `l`, i.e. HF `hidden_states[l]`) to that layer's residual stream pooled over the generated
+    tokens, as a float32 CPU tensor of shape [hidden_size]; None when capture was not asked for.
+    `hidden` is `pooled["generated_mean"]` (set from `pooled` when that is given).
     `pieces[i]` is the text of kept token i (token-level readers: FLARE's masking, DRAGIN);
     `attention` the summary asked for with `attention=True`, else None.
     """
@@ -49,6 +84,11 @@ class Generation:
     extra: dict[str, float] = field(default_factory=dict)
     pieces: list[str] = field(default_factory=list)
     attention: Attention | None = None
+    pooled: dict[str, dict[int, torch.Tensor]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.pooled is not None:
+            self.hidden = self.pooled["generated_mean"]
 
     @property
     def new_tokens(self) -> int:
@@ -135,3 +175,17 @@ def default_layers(num_layers: int) -> list[int]:
     """The posterior two-thirds of the layers (paper §3.1): for 30 layers, 11..30."""
     first = num_layers - (2 * num_layers) // 3 + 1
     return list(range(first, num_layers + 1))
+
+
+def resolve_layers(spec: str | Sequence[int], num_layers: int) -> list[int]:
+    """`lm.layers`: `posterior_two_thirds` (paper §3.1), `all`, or explicit 1-based layer ids
+    (validated)."""
+    if spec == "posterior_two_thirds":
+        return default_layers(num_layers)
+    if spec == "all":
+        return list(range(1, num_layers + 1))
+    layers = sorted({int(x) for x in spec})
+    bad = [x for x in layers if not 1 <= x <= num_layers]
+    if bad:
+        raise ValueError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
+    return layers

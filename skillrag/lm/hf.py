@@ -2,8 +2,9 @@
 
 Why a hand-written decode loop instead of `model.generate`: it records, from the one model call
 per token, the chosen token's log-probability, its entropy and the residual stream of only the
-requested layers, pooled per row over the tokens that survive stop-string truncation (no second
-pass over the sequence); it reuses a cached few-shot prefix KV under padded batches; and it drops
+requested layers, pooled per row over the tokens that survive stop-string truncation, three ways
+(all of them, and the answer span: `skillrag.lm.base.POOLINGS`), with no second pass over the
+sequence; it reuses a cached few-shot prefix KV under padded batches; and it drops
 finished rows from the batch. Logits are computed for the last position only, and the KV of
 full-attention layers grows in place. On the CPU a step is ~75% matrix products, so per token
 this is only ~1.1-1.2x faster than generate's loop; the large savings are batching and the
@@ -33,7 +34,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
-from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, Stop, argmax
+from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, Stop, answer_tokens, argmax, pool
 from skillrag.lm.chat import ChatFrame
 
 
@@ -277,8 +278,9 @@ class HFCausalLM:
         """Greedy-decode every prompt in one batch. See `skillrag.lm.base.LM.generate`.
 
         A row ends at EOS (not kept), at a stop string (text cut before it; tokens that start after
-        the cut are dropped) or after `max_new_tokens`. Hidden states are mean-pooled over the kept
-        tokens; an empty answer is represented by the state of its first generated token.
+        the cut are dropped) or after `max_new_tokens`. Hidden states are pooled over the kept
+        tokens (`Generation.pooled`); an empty answer is represented by the state of its first
+        generated token.
         `extra["cached_prompt_tokens"]` counts the prompt tokens taken from the prefix cache.
         With `attention`, the call runs eager attention (the prefix cache is shared with other
         calls and stays as computed) and summarises the last full-attention layer's weights
@@ -315,10 +317,7 @@ class HFCausalLM:
 
         results = []
         for i, row in enumerate(rows):
-            hidden = None
-            if states is not None:
-                pooled = states[i, : max(row.kept, 1)].float().mean(dim=0).cpu()
-                hidden = {layer: pooled[j] for j, layer in enumerate(layers)}
+            pooled = self._pool(states[i], row, layers) if states is not None else None
             summary = None
             if tap is not None and prompt_rows is not None:
                 # The prompt's columns: the cached prefix, then its body right-aligned before the generated ones.
@@ -332,14 +331,22 @@ class HFCausalLM:
                     logprobs=logprobs[i][: row.kept],
                     entropies=entropies[i][: row.kept],
                     prompt_tokens=len(ids[i]),
-                    hidden=hidden,
                     stopped_by=row.stopped_by,
                     extra={"cached_prompt_tokens": float(start)},
                     pieces=[self.decode([t]) for t in row.ids[: row.kept]],
                     attention=summary,
+                    pooled=pooled,
                 )
             )
         return results
+
+    def _pool(self, states: torch.Tensor, row: _Row, layers: list[int]) -> dict[str, dict[int, torch.Tensor]]:
+        """A row's per-token states ([max_new_tokens, layers, hidden]) pooled every way over its
+        kept tokens (`skillrag.lm.base.pool`); an empty answer is represented by the state of its
+        first generated token. Token boundaries come from decoding each prefix of the kept ids,
+        which is how `text` itself was decoded."""
+        ends = [len(self.decode(row.ids[: j + 1])) for j in range(row.kept)]
+        return pool(states[: max(row.kept, 1)], answer_tokens(row.text, ends), layers)
 
     def _decode(
         self,

@@ -1,6 +1,7 @@
 """QA methods as small pipelines over shared components; every one returns a Trace."""
 
-from skillrag.methods.base import Components, Method, Prober, answer_with, open_components
+from skillrag.answering import Prober, answer_with
+from skillrag.methods.base import Components, Method
 from skillrag.methods.factory import METHODS, build_method
 from skillrag.methods.reuse import ReuseStats, ReusingLM
 from skillrag.methods.trace import TERMINATIONS, Cost, Round, Trace
@@ -18,5 +19,4 @@ __all__ = [
     "Trace",
     "answer_with",
     "build_method",
-    "open_components",
 ]

@@ -1,10 +1,10 @@
-"""Shared parts of every method: the components it runs on, call metering, the one helper that
-answers a question from passages (with hidden-state capture and the prober's verdict), and the
-per-question session that turns rounds into a Trace.
+"""What every method is: the components it runs on, the `Method` protocol, and the per-question
+session that turns rounds into a Trace.
 
-Costs are counted by wrapping the LM and the retriever, so every call (answer, skill, router)
-is counted where it happens and no method can forget one. A method instance answers one
-question at a time (`Method.fork` makes one per question in flight).
+How a question is answered and judged lives in skillrag.answering, call metering in
+skillrag.methods.metering, the error policy in skillrag.methods.errors, and opening the
+components from params in skillrag.runtime.components. A method instance answers one question at a time
+(`Method.fork` makes one per question in flight).
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
+from skillrag.answering import Attempt, Gate, Prober, ProberGate, answer_with
 from skillrag.config import MethodsParams, Params
 from skillrag.data.schema import Passage, Question
-from skillrag.lm.base import LM, Choice, Generation, Option, Pick, state_vector
-from skillrag.methods.trace import Cost, Round, Termination, Trace
-from skillrag.paths import Paths
-from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
-from skillrag.retrieval.base import Hit, Retriever
+from skillrag.lm.base import LM, state_vector
+from skillrag.methods.errors import is_question_failure
+from skillrag.methods.metering import Meter, MeteredLM, MeteredRetriever
+from skillrag.methods.trace import Round, Termination, Trace
+from skillrag.retrieval.base import Retriever
 from skillrag.skills.base import FailureState, Router, Routing
 from skillrag.skills.text import query_key
 
@@ -31,46 +30,6 @@ if TYPE_CHECKING:
     from skillrag.methods.complexity import ComplexityClassifier
 
 OnRound = Callable[[Round], None]
-
-
-class Prober(Protocol):
-    """What methods need from the prober (skillrag.probe.prober.Prober fits)."""
-
-    @property
-    def layers(self) -> list[int]: ...
-
-    def score(self, hidden: Mapping[int, torch.Tensor]) -> float: ...
-
-    def accepts(self, score: float) -> bool: ...
-
-
-class Gate(Protocol):
-    """What accepts or rejects an answer from its generation: the prober (hidden states of
-    `layers`, captured in the same generation) or a score of the tokens alone (entropy_rag)."""
-
-    @property
-    def layers(self) -> list[int]: ...
-
-    def score(self, generation: Generation) -> float: ...
-
-    def accepts(self, score: float) -> bool: ...
-
-
-@dataclass(frozen=True)
-class ProberGate:
-    """The prober as a gate: it scores the generation's hidden states."""
-
-    prober: Prober
-
-    @property
-    def layers(self) -> list[int]:
-        return self.prober.layers
-
-    def score(self, generation: Generation) -> float:
-        return self.prober.score(generation.hidden or {})
-
-    def accepts(self, score: float) -> bool:
-        return self.prober.accepts(score)
 
 
 @dataclass(frozen=True)
@@ -120,141 +79,6 @@ class Components:
             params.retrieval.passage_words,
             dict(thresholds or {}),
         )
-
-
-
-def open_components(
-    params: Params, paths: Paths, needs_prober: bool, lm: LM | None = None, needs_classifier: bool = False
-) -> Components:
-    """Everything a method needs, opened from params; the prober only when `needs_prober` (the
-    baselines run without), the learned router when `methods.router` is "learned", the
-    query-complexity classifier only when `needs_classifier` (Adaptive-RAG), and the trigger
-    thresholds tuned on dev when they exist."""
-    from skillrag import runtime
-    from skillrag.methods.thresholds import load_thresholds
-
-    retriever = runtime.open_retriever(params, paths)
-    lm = lm if lm is not None else runtime.open_lm(params)
-    prober = runtime.open_prober(params, paths, lm) if needs_prober else None
-    router = None
-    if needs_prober and params.methods.router == "learned":
-        from skillrag.skills.learned_router import load_learned_router
-
-        router = load_learned_router(paths.router, expected_hidden_size=lm.hidden_size)
-    classifier = None
-    if needs_classifier:
-        from skillrag.methods.complexity import load_classifier
-
-        classifier = load_classifier(paths.adaptive, lm)
-    thresholds = load_thresholds(paths.thresholds)  # {} before `skillrag tune-thresholds` ran
-    return Components.from_params(params, lm, retriever, prober, router, classifier=classifier, thresholds=thresholds)
-
-class Meter:
-    """Costs accumulated since the last `take`."""
-
-    def __init__(self) -> None:
-        self.pending = Cost()
-
-    def take(self, latency_s: float) -> Cost:
-        taken, self.pending = replace(self.pending, latency_s=latency_s), Cost()
-        return taken
-
-
-class MeteredLM:
-    """The LM, counting calls and tokens on a Meter; a call counts even when it raises."""
-
-    def __init__(self, lm: LM, meter: Meter) -> None:
-        self.inner, self.meter = lm, meter
-        self.name, self.num_layers, self.hidden_size = lm.name, lm.num_layers, lm.hidden_size
-
-    def generate(
-        self,
-        prompts: Sequence[str],
-        max_new_tokens: int,
-        stop: Sequence[str] = (),
-        capture: Sequence[int] | None = None,
-        prefix: str | None = None,
-        attention: bool = False,
-    ) -> list[Generation]:
-        self.meter.pending.llm_calls += 1
-        asked = {"attention": True} if attention else {}  # LMs without the option serve everyone else
-        out = self.inner.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix, **asked)
-        self.meter.pending.tokens_in += sum(g.prompt_tokens for g in out)
-        self.meter.pending.tokens_out += sum(g.new_tokens for g in out)
-        return out
-
-    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        self.meter.pending.llm_calls += 1
-        return self.inner.loglikelihood(prompt, continuations)
-
-    def choose_and_generate(
-        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
-    ) -> Choice:
-        """One call however many options are scored: the prompt is run once."""
-        self.meter.pending.llm_calls += 1
-        choice = self.inner.choose_and_generate(prompt, options, prefix=prefix, pick=pick)
-        self.meter.pending.tokens_in += choice.prompt_tokens
-        self.meter.pending.tokens_out += choice.generation.new_tokens if choice.generation else 0
-        return choice
-
-
-class MeteredRetriever:
-    """The retriever, counting one retrieval per query."""
-
-    def __init__(self, retriever: Retriever, meter: Meter) -> None:
-        self.inner, self.meter = retriever, meter
-
-    def search(self, query: str, k: int) -> list[Hit]:
-        self.meter.pending.retrievals += 1
-        return self.inner.search(query, k)
-
-    def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        self.meter.pending.retrievals += len(queries)
-        return self.inner.batch_search(queries, k)
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One answer: parsed from a CoT generation over `passages`, with the prober's verdict.
-    `answer` is the strict extraction ("" without an `Answer:`), `flexible` the flexible one
-    (skillrag.prompts.cot); `budget_hit`: the generation ended on the token budget."""
-
-    reasoning: str
-    answer: str
-    passages: tuple[Passage, ...]
-    hidden: Mapping[int, torch.Tensor] | None
-    score: float | None
-    accepted: bool | None
-    flexible: str = ""
-    budget_hit: bool = False
-
-
-def answer_with(
-    lm: LM,
-    question: str,
-    passages: Sequence[Passage],
-    gate: Gate | None,
-    max_new_tokens: int,
-    capture: Sequence[int] = (),
-    passage_words: int | None = None,
-) -> Attempt:
-    """CoT-answer `question` over `passages` (closed-book when empty, each cut to `passage_words`
-    words), capturing the gate's layers (and `capture`) in the same generation; the gate (the
-    prober, or a token score) gives its verdict."""
-    prompt = cot_prompt(question, passages, passage_words)
-    layers = sorted({*(gate.layers if gate is not None else ()), *capture}) or None
-    gen = lm.generate([prompt.text], max_new_tokens, stop=STOP, capture=layers, prefix=prompt.prefix)[0]
-    budget_hit = gen.stopped_by == "length"
-    parsed = parse_answer(gen.text, prompt.text, truncated=budget_hit)
-    read = {"flexible": parsed.flexible, "budget_hit": budget_hit}
-    if layers is not None and gen.hidden is None:
-        raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {layers}")
-    if gate is None:
-        return Attempt(parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, None, None, **read)
-    score = gate.score(gen)
-    return Attempt(
-        parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, score, gate.accepts(score), **read
-    )
 
 
 def interleave(ranked: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
@@ -342,7 +166,7 @@ class Session:
                 flexible_answer=attempt.flexible,
             ),
             routing,
-            fallbacks,
+            [*attempt.notes, *fallbacks],
         )
         self.last = attempt
         return attempt
@@ -395,18 +219,6 @@ class Session:
         total = sum((r.cost for r in self.trace.rounds), leftover)
         self.trace.totals = replace(total, latency_s=time.perf_counter() - self.started)
         return self.trace
-
-
-def is_question_failure(err: BaseException) -> bool:
-    """Whether `err` is a failure of one question at run time, recorded as an error trace:
-    RuntimeError (torch's out-of-memory and kernel errors, a generation without hidden states),
-    MemoryError, and OSError (a retriever's or the disk's I/O). Everything else is a bug in the
-    code or the setup (TypeError, KeyError, AttributeError, AssertionError, NameError,
-    IndexError, ImportError, ValueError, and NotImplementedError / RecursionError among the
-    RuntimeErrors) and must stop the stage rather than become data."""
-    return isinstance(err, (RuntimeError, MemoryError, OSError)) and not isinstance(
-        err, (NotImplementedError, RecursionError)
-    )
 
 
 class Method(ABC):

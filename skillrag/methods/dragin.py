@@ -24,7 +24,7 @@ from skillrag.lm.base import Attention, Generation
 from skillrag.methods.base import Attempt, Components, Meter, Method, Session
 from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.methods.thresholds import resolve_threshold
-from skillrag.methods.tokens import real_tokens, real_words, split_sentences, starts
+from skillrag.methods.tokens import real_tokens, real_words, starts, token_sentences
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 
 THRESHOLD = "methods.dragin.threshold"
@@ -85,7 +85,7 @@ class Dragin(Method):
             # (checked, its first token could fire again at once and retrieve the same forever).
             prompt = cot_prompt(question, passages, self.parts.passage_words)
             after = self.lm.generate([prompt.text + cot], budget - used, stop=STOP, prefix=prompt.prefix)[0]
-            sentence = split_sentences(after)[0]
+            sentence = token_sentences(after)[0]
             cot, used = cot + sentence.text, used + len(sentence.pieces)
             session.record_attempt("dragin", [query], self._attempt(question, passages, cot))
             if sentence.last or used >= budget:

@@ -38,7 +38,8 @@ class EntropyGate:
     def score(self, generation: Generation) -> float:
         return mean_entropy(generation)
 
-    def accepts(self, score: float) -> bool:
+    def accepts(self, score: float, stage: str) -> bool:
+        """One cut for both stages (closed-book and over passages)."""
         return score <= self.cut
 
 

@@ -28,7 +28,7 @@ from skillrag.lm.base import Generation
 from skillrag.methods.base import Attempt, Components, Meter, Method, Session
 from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.methods.thresholds import resolve_threshold
-from skillrag.methods.tokens import Sentence, split_sentences
+from skillrag.methods.tokens import Sentence, token_sentences
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 
 THETA = "methods.flare.theta"
@@ -39,7 +39,7 @@ def lowest_probability(generation: Generation, max_sentences: int) -> float:
     """The smallest token probability in the first `max_sentences` sentences of a CoT (1 when
     there is none): without retrieval FLARE keeps exactly these sentences, so it retrieves on a
     question iff this is below theta (its first decision, what the dev tuning rates)."""
-    probs = [p for sentence in split_sentences(generation)[:max_sentences] for p in sentence.probs]
+    probs = [p for sentence in token_sentences(generation)[:max_sentences] for p in sentence.probs]
     return min(probs, default=1.0)
 
 
@@ -83,7 +83,7 @@ class Flare(Method):
 
     def _look_ahead(self, question: str, passages: tuple[Passage, ...], cot: str, budget: int) -> list[Sentence]:
         prompt = cot_prompt(question, passages, self.parts.passage_words)
-        return split_sentences(self.lm.generate([prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix)[0])
+        return token_sentences(self.lm.generate([prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix)[0])
 
     def _attempt(self, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool = False) -> Attempt:
         prompt = cot_prompt(question, passages, self.parts.passage_words)

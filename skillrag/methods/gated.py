@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from skillrag.methods.base import Attempt, Method, Session
+from skillrag.answering import Attempt
+from skillrag.methods.base import Method, Session
 from skillrag.methods.simple import RETRIEVAL_READS
 
 
 class GatedRAG(Method):
     """Stage 1: answer closed-book and probe; stage 2: retrieve with the question, answer, probe.
     While the prober rejects, `retry` forms the next round, at most `max_rounds` times; the
-    final answer is the last round's."""
+    final answer is the last round's. An answer without an `Answer:` line is rejected whatever
+    the prober says (skillrag.answering.NO_ANSWER, noted in its round): the loop never
+    ends "accepted" on an answer the parser could not read."""
 
     needs_prober = True
     trigger = "probe.threshold (the prober accepted every closed-book answer)"

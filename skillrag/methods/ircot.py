@@ -37,8 +37,8 @@ from skillrag.data.schema import Passage
 from skillrag.methods.base import Attempt, Method, Session, interleave
 from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
+from skillrag.text import split_sentences
 
-_SENTENCE_END = re.compile(r"[.!?](?=\s)")
 _SAYS_ANSWER = re.compile(r"\bthe answer is\b", re.IGNORECASE)
 
 
@@ -49,11 +49,11 @@ def next_thought(continuation: str) -> tuple[str, bool]:
     is" and the continuation goes on to an answer line (see the module docstring). It ends the
     reasoning when it reaches the answer line, says "the answer is", or nothing was generated."""
     parsed = parse_answer(continuation)
-    end = _SENTENCE_END.search(parsed.reasoning)
-    if end is None:  # at most one sentence before the answer line (or no answer line)
+    found = split_sentences(parsed.reasoning)
+    if len(found) < 2:  # at most one sentence before the answer line (or no answer line)
         return continuation, bool(parsed.answer) or not continuation.strip()
     start = len(continuation) - len(continuation.lstrip())
-    sentence = continuation[: start + end.end()]
+    sentence = continuation[: start + len(found[0])]
     if not _SAYS_ANSWER.search(sentence):
         return sentence, False
     return (continuation if parsed.answer else sentence), True
@@ -61,8 +61,7 @@ def next_thought(continuation: str) -> tuple[str, bool]:
 
 def last_sentence(text: str) -> str:
     """The last sentence of `text` (all of it when no sentence ends before its end)."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text.rstrip())]
-    return text[ends[-1] if ends else 0 :].strip()
+    return (split_sentences(text.rstrip()) or [""])[-1].strip()
 
 
 class IRCoT(Method):

@@ -16,9 +16,9 @@ from itertools import accumulate
 
 from skillrag.lm.base import Generation
 from skillrag.skills.text import STOPWORDS
+from skillrag.text import split_sentences
 
 _WORD = re.compile(r"[^\W_]+")
-_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
 
 
 def starts(pieces: Sequence[str]) -> list[int]:
@@ -27,14 +27,12 @@ def starts(pieces: Sequence[str]) -> list[int]:
 
 
 def first_sentence(pieces: Sequence[str]) -> int:
-    """How many leading tokens the first sentence takes: through the token holding its end (`.`,
-    `!` or `?` before whitespace, or a line break after some text); all of them when none ends."""
-    text = "".join(pieces)
-    begin = len(text) - len(text.lstrip())
-    end = _SENTENCE_END.search(text, begin)
-    if end is None:
+    """How many leading tokens the first sentence (`skillrag.text.split_sentences`) takes: through
+    the token holding its end; all of them when none ends."""
+    found = split_sentences("".join(pieces))
+    if len(found) < 2:
         return len(pieces)
-    return sum(1 for start in starts(pieces) if start <= end.start())
+    return sum(1 for start in starts(pieces) if start < len(found[0]))
 
 
 def sentences(pieces: Sequence[str], text: str) -> list[tuple[str, int, int]]:
@@ -65,7 +63,7 @@ class Sentence:
     newline: bool
 
 
-def split_sentences(generation: Generation) -> list[Sentence]:
+def token_sentences(generation: Generation) -> list[Sentence]:
     """A generation as consecutive sentences (one empty sentence when nothing was generated)."""
     split = sentences(generation.pieces, generation.text) or [(generation.text, 0, 0)]
     stopped = generation.stopped_by != "length"

@@ -122,7 +122,13 @@ class Prober:
             raise ProbeError(f"the prober's score is not a number: layers {bad} gave NaN/inf ({cause})")
         return float(torch.stack([p[0] for p in probs.values()]).mean())
 
-    def accepts(self, score: float) -> bool:
+    @property
+    def pooling(self) -> str:
+        """The pooling of the states it reads (skillrag.lm.base.POOLINGS)."""
+        return self.info.get("pooling", "generated_mean")
+
+    def accepts(self, score: float, stage: str = "stage1") -> bool:
+        """One cut for both stages until per-stage cuts are trained."""
         return bool(accepted(score, self.cut))
 
     def save(self, directory: str | Path, meta: Mapping[str, Any]) -> None:

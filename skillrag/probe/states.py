@@ -2,9 +2,9 @@
 
 - `rows.parquet`: one row per (question, strategy): id, dataset, split, strategy, prompt_hash,
   text, answer (strict), em, acc (the label), no_answer, budget_hit, mean_entropy, prompt_tokens,
-  new_tokens, shard, offset;
-- `shard-XXXXX.safetensors`: tensors `layer_<l>` of shape [rows in shard, hidden_size], the
-  hidden states mean-pooled over the generated tokens, float32;
+  new_tokens, logprobs, entropies, pieces (per kept token), shard, offset;
+- `shard-XXXXX.layer-<l>.safetensors`, one per layer: a tensor per pooling
+  (skillrag.lm.base.POOLINGS) of shape [rows in shard, hidden_size], float32;
 - `meta.json`: model, layers, hidden_size, and the fingerprint of the run's inputs.
 """
 
@@ -23,7 +23,7 @@ from skillrag.files import atomic_path
 
 ROW_COLUMNS = [
     "id", "dataset", "split", "strategy", "prompt_hash", "text", "answer", "em", "acc", "no_answer",
-    "budget_hit", "mean_entropy", "prompt_tokens", "new_tokens",
+    "budget_hit", "mean_entropy", "prompt_tokens", "new_tokens", "logprobs", "entropies", "pieces",
 ]
 
 
@@ -31,12 +31,25 @@ def shard_name(number: int) -> str:
     return f"shard-{number:05d}"
 
 
-def write_shard(directory: Path, number: int, rows: Sequence[Mapping[str, Any]], hidden: Mapping[int, torch.Tensor]) -> None:
-    """One shard: its rows (parquet) and its tensors (safetensors), each written atomically; the
-    parquet file lands last, so a shard counts as done only once both are complete."""
+def layer_file(directory: Path, shard: str, layer: int) -> Path:
+    """The safetensors file of one shard's states at one layer (a tensor per pooling)."""
+    return Path(directory) / f"{shard}.layer-{layer}.safetensors"
+
+
+def write_shard(
+    directory: Path,
+    number: int,
+    rows: Sequence[Mapping[str, Any]],
+    states: Mapping[str, Mapping[int, torch.Tensor]],
+) -> None:
+    """One shard: its rows (parquet) and its states (pooling -> layer -> [rows, hidden]; one
+    safetensors file per layer), each written atomically; the parquet file lands last, so a
+    shard counts as done only once all are complete."""
     name = shard_name(number)
-    with atomic_path(directory / f"{name}.safetensors") as tmp:
-        save_file({f"layer_{layer}": t.contiguous() for layer, t in hidden.items()}, str(tmp))
+    layers = next(iter(states.values())).keys()
+    for layer in layers:
+        with atomic_path(layer_file(directory, name, layer)) as tmp:
+            save_file({pooling: by_layer[layer].contiguous() for pooling, by_layer in states.items()}, str(tmp))
     with atomic_path(directory / f"{name}.parquet") as tmp:
         pd.DataFrame(list(rows), columns=ROW_COLUMNS).to_parquet(tmp, index=False)
 
@@ -61,16 +74,16 @@ def read_meta(directory: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def load_features(directory: Path, rows: pd.DataFrame) -> dict[int, torch.Tensor]:
-    """layer -> [len(rows), hidden_size] for the given rows (in their order), read through safetensors."""
+def load_features(directory: Path, rows: pd.DataFrame, pooling: str = "generated_mean") -> dict[int, torch.Tensor]:
+    """layer -> [len(rows), hidden_size] for the given rows (in their order) in one pooling, read
+    through safetensors."""
     layers = read_meta(directory)["layers"]
     pieces: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
     order = []
     for shard, group in rows.groupby("shard", sort=True):
-        tensors = load_file(str(Path(directory) / f"{shard}.safetensors"))
         index = torch.tensor(group["offset"].to_numpy())
         for layer in layers:
-            pieces[layer].append(tensors[f"layer_{layer}"][index])
+            pieces[layer].append(load_file(str(layer_file(directory, shard, layer)))[pooling][index])
         order.extend(group.index.tolist())
     position = torch.tensor(pd.Series(range(len(order)), index=order).loc[rows.index].to_numpy())
     return {layer: torch.cat(parts)[position] if parts else torch.empty(0) for layer, parts in pieces.items()}

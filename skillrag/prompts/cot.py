@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 from skillrag.data.schema import Passage
 from skillrag.prompts import load_prompt
-from skillrag.text import normalized_tokens
+from skillrag.text import ANSWER_LINE, normalized_tokens, split_sentences
 
-# A completed `Answer:` line ends the generation (and is kept): instruct models (Qwen) go on past
-# it ("To answer these questions, ...") to the token budget, which costs decode time and pools
-# text that is not the answer into the prober's states. The parser reads the first such line.
-ANSWER_LINE = re.compile(r"\banswer[ \t]*:[^\n]*(?=\n)", re.IGNORECASE)
-STOP = ("\nQuestion:", "\n\nPassages:", "\n\n\n", ANSWER_LINE)
+# A completed `Answer:` line (the answer-line pattern followed by a line break) ends the
+# generation and is kept: instruct models (Qwen) go on past it ("To answer these questions,
+# ...") to the token budget, which costs decode time and pools text that is not the answer into
+# the prober's states. The parser reads the first such line.
+COMPLETED_ANSWER_LINE = re.compile(ANSWER_LINE.pattern + r"(?=\n)", ANSWER_LINE.flags)
+STOP = ("\nQuestion:", "\n\nPassages:", "\n\n\n", COMPLETED_ANSWER_LINE)
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ def cot_prompt(question: str, passages: Sequence[Passage] = (), passage_words: i
     return Prompt(load_prompt("cot_passages_fewshot"), f"Passages:\n{block}\nQuestion: {question}\nRationale:")
 
 
-_ANSWER = re.compile(r"\banswer\s*:[ \t]*(.*)", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _UNFINISHED = re.compile(r"[^.!?]*$")
 _ANSWER_IS = re.compile(r"^(so,?\s+)?the answer is\b\s*:?\s*", re.IGNORECASE)
 FLEXIBLE_MAX_WORDS = 12
@@ -80,9 +79,9 @@ def parse_answer(generated: str, prompt: str = "", truncated: bool = False) -> P
     """Reasoning, strict and flexible answers of the text generated after `Rationale:`.
     `prompt` is the text the model saw (passages, exemplars, question), which the flexible
     answer must not copy; `truncated`: the generation was cut by the token budget."""
-    match = _ANSWER.search(generated)
+    match = ANSWER_LINE.search(generated)
     if match:
-        answer = match.group(1).strip()
+        answer = match.group("answer").strip()
         reasoning = generated[: match.start()].strip()
     else:
         answer, reasoning = "", generated.strip()
@@ -105,7 +104,7 @@ def flexible_answer(reasoning: str, prompt: str, truncated: bool = False) -> str
     lines = [line.strip() for line in reasoning.splitlines() if line.strip()]
     if not lines:
         return ""
-    sentence = _ANSWER_IS.sub("", _SENTENCE_END.split(lines[-1])[-1].strip())
+    sentence = _ANSWER_IS.sub("", split_sentences(lines[-1])[-1].strip())
     words = normalized_tokens(sentence)
     if not words or len(sentence.split()) > FLEXIBLE_MAX_WORDS:
         return ""

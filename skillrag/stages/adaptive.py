@@ -36,9 +36,9 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     (reports/adaptive_metrics.json). Needs no prober."""
     from skillrag.data.splits import load_split
     from skillrag.files import DataError, write_json
+    from skillrag.lm.base import resolve_layers
     from skillrag.methods import Components, ReusingLM, build_method
     from skillrag.methods.complexity import fit_classifier, needs_multi_step, silver_label
-    from skillrag.probe.extract import resolve_layers
 
     lm = ReusingLM(runtime.open_lm(params), params.lm.reuse_cache)
     ircot = build_method("ircot", Components.from_params(params, lm, runtime.open_retriever(params, paths)))

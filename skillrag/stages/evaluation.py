@@ -79,7 +79,8 @@ def evaluate_shard(
     them; `lm.concurrency` questions run at once (skillrag.eval.runner)."""
     from skillrag import runtime
     from skillrag.eval.runner import part_file, read_traces, run_method
-    from skillrag.methods import METHODS, ReusingLM, build_method, open_components
+    from skillrag.methods import METHODS, ReusingLM, build_method
+    from skillrag.runtime.components import open_components
 
     questions = _questions(params, paths, datasets)
     chosen_methods = [METHODS[name] for name in params.evaluate.methods]

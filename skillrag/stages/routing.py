@@ -25,9 +25,9 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.eval.metrics import accuracy
     from skillrag.eval.runner import run_method
     from skillrag.files import write_json
+    from skillrag.lm.base import resolve_layers
     from skillrag.methods import Components
     from skillrag.methods.exploration import SkillExploration, build_router_dataset
-    from skillrag.probe.extract import resolve_layers
     from skillrag.skills.learned_router import (
         cross_validate_router,
         fit_router,

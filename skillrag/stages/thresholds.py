@@ -84,9 +84,10 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     `tune_thresholds.questions_per_dataset` dev questions of each dataset; write the thresholds
     to data/thresholds/thresholds.json and, with the dev retrieval rate each gives (overall and
     per dataset), to reports/thresholds.json, which is returned."""
+    from skillrag.answering import ProberGate
     from skillrag.data.splits import load_split
     from skillrag.files import write_json
-    from skillrag.methods.base import ProberGate
+    from skillrag.prompts.cot import parse_answer
 
     dev = load_split(paths.questions, "dev", params.prepare.max_question_chars)
     questions = [q for qs in dev.values() for q in qs[: params.tune_thresholds.questions_per_dataset]]
@@ -98,7 +99,9 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     gate = ProberGate(runtime.open_prober(params, paths, lm)) if target == "probing_rag" else None
     generated = _generate(lm, [q.question for q in questions], params, gate.layers if gate else None)
     if gate is not None:
-        target = sum(not gate.accepts(gate.score(g)) for g in generated) / len(generated)
+        # a closed-book answer without an Answer: line is never accepted (skillrag.answering)
+        accepted = [bool(parse_answer(g.text).answer) and gate.accepts(gate.score(g), "stage1") for g in generated]
+        target = accepted.count(False) / len(generated)
     datasets = sorted({q.dataset for q in questions})
     chosen: dict[str, float] = {}
     report: dict[str, Any] = {

@@ -3,6 +3,9 @@ so the LM runtime is tested offline in seconds."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -91,3 +94,31 @@ def llama(tokenizer) -> HFCausalLM:
     return HFCausalLM(
         tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama"
     )
+
+
+@contextmanager
+def forced(lm: HFCausalLM, text: str) -> Iterator[None]:
+    """Every greedy generation writes `text` first (then whatever the model prefers): after each
+    prompt pass (a forward over more than one position per row) the LM head's logits get a large
+    bias towards the next scripted token, step by step. The hidden states stay the model's own,
+    so what is pooled is what the model computes for that text."""
+    ids = lm.tokenizer(text, add_special_tokens=False).input_ids
+    step = [0]
+
+    def count(module, args, kwargs):
+        step[0] = 0 if kwargs["input_ids"].shape[1] > 1 else step[0] + 1
+
+    def bias(module, args, output):
+        if step[0] < len(ids):
+            output[..., ids[step[0]]] += 1e4
+        return output
+
+    handles = [
+        lm.model.register_forward_pre_hook(count, with_kwargs=True),
+        lm.model.lm_head.register_forward_hook(bias),
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

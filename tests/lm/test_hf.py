@@ -25,9 +25,10 @@ def assert_same(a, b, atol=1e-4):
     assert a.stopped_by == b.stopped_by
     assert a.logprobs == pytest.approx(b.logprobs, abs=atol)
     assert a.entropies == pytest.approx(b.entropies, abs=atol)
-    assert (a.hidden is None) == (b.hidden is None)
-    for layer in a.hidden or {}:
-        torch.testing.assert_close(a.hidden[layer], b.hidden[layer], atol=atol, rtol=1e-4)
+    assert (a.pooled is None) == (b.pooled is None)
+    for name, layers in (a.pooled or {}).items():
+        for layer in layers:
+            torch.testing.assert_close(layers[layer], b.pooled[name][layer], atol=atol, rtol=1e-4)
 
 
 def test_hidden_states_are_one_float_vector_per_requested_layer(lm):

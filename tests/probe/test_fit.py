@@ -38,7 +38,7 @@ def _write_states(root: Path, make_states, entropy_separates: bool) -> None:
     ]
     states = Paths(root).states
     states.mkdir(parents=True)
-    write_shard(states, 0, rows, features)
+    write_shard(states, 0, rows, {"generated_mean": features})
     meta = {"model": "tiny-llama", "identity": IDENTITY, "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"}
     (states / "meta.json").write_text(json.dumps(meta))
 

@@ -17,7 +17,7 @@ from skillrag.methods.complexity import STRATEGIES, load_classifier
 from skillrag.paths import Paths
 from tests.conftest import write_rows
 from tests.fake_cli import make_workspace
-from tests.fakes import CORPUS, OverlapRetriever, hidden_state
+from tests.fakes import CORPUS, OverlapRetriever, fake_pooled
 
 
 def expected_label(n: int, dataset: str) -> str:
@@ -53,9 +53,9 @@ class AdaptiveLM:
                 text, key = (right if plan < 2 else " Landmark facts. Then more.\nAnswer: Rome"), None
             else:  # IRCoT's second step, after " Landmark facts."
                 text, key = (" So it is Paris.\nAnswer: Paris" if plan == 2 else " Still unknown.\nAnswer: Rome"), None
-            hidden = {layer: hidden_state(key or text, layer, self.hidden_size) for layer in capture or ()}
+            pooled = fake_pooled(key or text, capture, self.hidden_size)
             k = len(text.split())
-            out.append(Generation(text, list(range(k)), [-0.1] * k, [0.3] * k, len(prompt.split()), hidden or None, "stop"))
+            out.append(Generation(text, list(range(k)), [-0.1] * k, [0.3] * k, len(prompt.split()), None, "stop", pooled=pooled))
         return out
 
 

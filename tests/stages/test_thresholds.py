@@ -15,6 +15,7 @@ from skillrag import runtime
 from skillrag.config import load_params
 from skillrag.data.splits import load_split
 from skillrag.files import DataError
+from skillrag.lm.base import POOLINGS
 from skillrag.methods import Components, build_method
 from skillrag.methods.thresholds import load_thresholds, pick_threshold, reaches
 from skillrag.paths import Paths
@@ -53,7 +54,8 @@ class DevLM:
             probs = [0.99, 0.99, low, 0.99, 0.99, 0.99, 0.99, 0.99]
             entropies = [0.0, 0.0, entropy, 0.0, 0.0, 0.0, 0.0, 0.0]
             gen = scripted(pieces, probs, entropies, received=[0.0, 0.0, received, 0, 0, 0, 0, 0], prompt=prompt)
-            gen.hidden = {layer: torch.tensor([score]) for layer in capture or ()} or None
+            states = {layer: torch.tensor([score]) for layer in capture or ()}
+            gen.pooled = {pooling: states for pooling in POOLINGS} if states else None
             out.append(gen)
         return out
 
@@ -64,7 +66,9 @@ class ScoreProber:
     def score(self, hidden):
         return float(hidden[2][0])
 
-    def accepts(self, score):
+    pooling = "generated_mean"
+
+    def accepts(self, score, stage):
         return score > 0.5
 
 

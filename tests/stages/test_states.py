@@ -1,5 +1,6 @@
 """Stage `extract` with a rule-based fake LM and a term-overlap retriever: labels, batching
-order, resumption after an interruption, empty generations, and the states gate."""
+order, resumption after an interruption, empty generations, and the states gate; and with the
+tiny real model, that extract stores exactly the states the gated methods score."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import pytest
 import torch
 
 from skillrag.data.schema import Passage, Question
-from skillrag.lm.base import Generation
-from skillrag.probe.extract import extract_states, resolve_layers
-from skillrag.probe.states import load_features, read_meta, read_rows
+from skillrag.lm.base import POOLINGS, Generation, resolve_layers
+from skillrag.probe.states import layer_file, load_features, read_meta, read_rows
 from skillrag.quality import GateFailed
 from skillrag.quality.states import gate_states
-from tests.fakes import OverlapRetriever, hidden_state
+from skillrag.stages.states import extract_states
+from tests.fakes import OverlapRetriever, fake_pooled
 
 LAYERS = [2, 3]
 
@@ -41,9 +42,10 @@ class RuleLM:
                 text = ""
             else:
                 text = " Looked it up.\nAnswer: " + ("Paris" if body.startswith("Passages:") else "Rome")
-            n = len(text.split())
-            hidden = {l: hidden_state(question + text, l, self.hidden_size) for l in capture}
-            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, 10, hidden, "stop"))
+            pieces = text.split(" ")
+            n = len(pieces)
+            pooled = fake_pooled(question + text, capture, self.hidden_size)
+            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, 10, None, "stop", pieces=pieces, pooled=pooled))
         return out
 
 
@@ -77,12 +79,14 @@ def test_rows_labels_and_states(tmp_path):
     correct = rows.set_index(["id", "strategy"])["acc"]
     assert correct[("q-1", "single_step")] == 1 and correct[("q-1", "no_retrieval")] == 0
     assert correct[("q-empty", "single_step")] == 0  # empty generation: incorrect, no crash
-    features = load_features(out, rows)
-    assert set(features) == set(LAYERS) and features[2].shape == (14, 6)
     row = rows.iloc[5]
     question = next(q.question for q in _questions() if q.id == row["id"])
-    expected = hidden_state(question + row["text"], 3, 6)
-    assert torch.equal(features[3][5], expected)  # tensors stay aligned with their rows
+    expected = fake_pooled(question + row["text"], LAYERS, 6)
+    for pooling in POOLINGS:
+        features = load_features(out, rows, pooling)
+        assert set(features) == set(LAYERS) and features[2].shape == (14, 6)
+        assert torch.equal(features[3][5], expected[pooling][3])  # tensors stay aligned with their rows
+    assert list(row["pieces"]) == row["text"].split(" ") and len(row["logprobs"]) == len(row["entropies"]) == len(row["pieces"])
     assert read_meta(out)["hidden_size"] == 6
     assert gate_states(out)["success"]
 
@@ -126,9 +130,9 @@ def test_gate_rejects_non_finite_states(tmp_path):
     _extract(RuleLM(), out)
     from safetensors.torch import load_file, save_file
 
-    shard = out / "shard-00000.safetensors"
+    shard = layer_file(out, "shard-00000", 2)
     tensors = load_file(str(shard))
-    tensors["layer_2"][0, 0] = float("nan")
+    tensors["answer_last"][0, 0] = float("nan")
     save_file(tensors, str(shard))
     with pytest.raises(GateFailed, match="finite"):
         gate_states(out)
@@ -150,3 +154,41 @@ def test_resolve_layers():
     assert resolve_layers([3, 1, 3], 4) == [1, 3]
     with pytest.raises(ValueError, match="layers 1..4"):
         resolve_layers([0, 5], 4)
+
+
+def test_extract_stores_exactly_the_states_the_gated_methods_score(tmp_path):
+    """Train/serve skew: for the same questions and passages, the states extract stores (batched,
+    several prompts per call) equal those probing_rag's prober scores (one question at a time),
+    in every pooling, on the tiny real model in float32, forced to write an answer line so the
+    answer span is a real one."""
+    from skillrag.lm.hf import HFCausalLM
+    from skillrag.methods import Components
+    from skillrag.methods.probing_rag import ProbingRAG
+    from tests.fakes import FakeProber
+    from tests.lm.conftest import byte_tokenizer, forced, tiny_model
+
+    tokenizer = byte_tokenizer()
+    lm = HFCausalLM(tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama")
+    questions = _questions()[:2] + _questions()[-2:-1]
+    layers, out = [2, 3], tmp_path / "states"
+    with forced(lm, " So it is.\nAnswer: Paris\n"):
+        extract_states(
+            lm, RETRIEVER, questions, out, inputs={"model": "tiny"}, strategies=["no_retrieval", "single_step"],
+            layers=layers, k=2, max_new_tokens=30, batch_size=4, checkpoint_rows=100, checkpoint_seconds=3600,
+        )
+        rows = read_rows(out).set_index(["id", "strategy"])
+        assert set(rows["answer"]) == {"Paris"}
+        for pooling in POOLINGS:
+            # rejects every closed-book answer, accepts every answer over passages: both stages run
+            prober = FakeProber([0.5] * 2 * len(questions), layers, pooling, cuts={"stage1": 0.9, "stage2": 0.1})
+            method = ProbingRAG(Components(lm, RETRIEVER, prober, k=2, max_new_tokens=30))
+            for question in questions:
+                assert [r.stage for r in method.answer(question).rounds] == ["no_retrieval", "retrieval"]
+            features = load_features(out, rows.reset_index(), pooling)
+            scored = iter(prober.scored)
+            for question in questions:
+                for strategy in ("no_retrieval", "single_step"):
+                    states = next(scored)
+                    row = rows.index.get_loc((question.id, strategy))
+                    for layer in layers:
+                        torch.testing.assert_close(states[layer], features[layer][row], atol=1e-5, rtol=1e-5)

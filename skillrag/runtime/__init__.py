@@ -1,5 +1,6 @@
-"""Open the heavy components once, from params: the LM, the retriever and the prober
-(`skillrag.methods.open_components` puts them together for a method)."""
+"""Open the heavy components once, from params: the LM, the retriever and the prober;
+`skillrag.runtime.components.open_components` puts them together for a method. (A submodule of
+its own, so the stages that only open an LM, like `extract`, do not depend on the methods' code.)"""
 
 from __future__ import annotations
 
@@ -38,3 +39,4 @@ def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
     prober = Prober.load(paths.probe, expected_model=identity, expected_hidden_size=lm.hidden_size)
     prober.use_threshold(params.probe.threshold)
     return prober
+

@@ -1,13 +1,15 @@
-"""One CoT answer read back: strict and flexible answers and the token-budget flag reach the
-round and the trace."""
+"""One CoT answer read back (skillrag.answering): strict and flexible answers and the
+token-budget flag reach the round and the trace; an answer without an `Answer:` line is never
+accepted by a gate; each stage's cut applies to its answers."""
 
 from __future__ import annotations
 
+from skillrag.answering import NO_ANSWER, ProberGate, answer_batch
 from skillrag.config import MethodsParams
 from skillrag.data.schema import Question
 from skillrag.methods import Components, build_method
 from skillrag.methods.base import Method, Session
-from tests.fakes import CORPUS, FakeLM, OverlapRetriever, answer
+from tests.fakes import CORPUS, FakeLM, FakeProber, OverlapRetriever, answer
 
 QUESTION = Question("q1", "nq", "Who directed Cast Away?", ["Robert Zemeckis"])
 
@@ -56,3 +58,32 @@ def test_an_abstaining_exit_replaces_both_answers():
     trace = AbstainAfterOneRound(parts).answer(QUESTION)
     assert trace.rounds[0].flexible_answer == "Tom Hanks"
     assert trace.answer == trace.flexible_answer == MethodsParams().abstain_answer
+
+
+def test_an_answer_without_an_answer_line_is_a_failure_state_whatever_the_prober_says():
+    lm = FakeLM([" He made many films. Zemeckis, probably", answer("Robert Zemeckis")])
+    prober = FakeProber([0.99, 0.99])
+    trace = build_method("probing_rag", Components(lm, OverlapRetriever(CORPUS), prober, k=2)).answer(QUESTION)
+    unread, over_passages = trace.rounds
+    assert (unread.answer, unread.score, unread.accepted) == ("", 0.99, False)
+    assert unread.fallbacks == [NO_ANSWER]
+    assert over_passages.accepted and over_passages.fallbacks == []
+    assert (trace.termination, trace.answer) == ("accepted", "Robert Zemeckis")
+
+
+def test_an_empty_answer_line_is_rejected_too_and_the_loop_cannot_end_accepted_on_it():
+    lm = FakeLM([answer(""), answer("")] + [answer("")] * 3)
+    prober = FakeProber([0.99] * 5)
+    trace = build_method("probing_rag", Components(lm, OverlapRetriever(CORPUS), prober, k=2)).answer(QUESTION)
+    assert not any(r.accepted for r in trace.rounds if r.score is not None)
+    assert trace.termination != "accepted"
+
+
+def test_the_gate_judges_closed_book_answers_at_stage1_and_answers_over_passages_at_stage2():
+    prober = FakeProber([0.5, 0.5], cuts={"stage1": 0.6, "stage2": 0.4})
+    lm = FakeLM([answer("Tom Hanks"), answer("Robert Zemeckis")])
+    closed, over = answer_batch(
+        lm, [QUESTION.question] * 2, [[], CORPUS[:1]], ProberGate(prober), max_new_tokens=8, capture=(1,)
+    )
+    assert (closed.accepted, over.accepted) == (False, True)
+    assert closed.generation.pooled is not None and set(closed.hidden) == {1, 2, 4}
