@@ -155,13 +155,14 @@ class OutcomeChange:
 
 
 def outcome_changes(before: pd.DataFrame, after: pd.DataFrame, metrics: Sequence[str]) -> list[OutcomeChange]:
-    """Every method both outcome frames hold, on each dataset and on all of them, for each of
+    """Every method both outcome frames hold, on each dataset and on all of them together, for each of
     `metrics` (0/1 columns), paired on the questions both runs answered."""
     changes = []
     for method in sorted(set(before["method"]) & set(after["method"])):
         old, new = before[before["method"] == method], after[after["method"] == method]
         datasets = sorted(set(old["dataset"]) & set(new["dataset"]))
-        for scope, members in [*((d, [d]) for d in datasets), (ALL, datasets)]:
+        pooled = [(ALL, datasets)] if len(datasets) > 1 else []  # one dataset: the pool would repeat it
+        for scope, members in [*((d, [d]) for d in datasets), *pooled]:
             for metric in metrics:
                 first, second = aligned(old, new, metric, members)
                 if not len(first):
