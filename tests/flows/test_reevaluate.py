@@ -167,7 +167,7 @@ def test_reevaluate_flow_fails_on_a_significant_drop_and_passes_on_noise(project
 
     from flows.reevaluate import reevaluate_flow
 
-    with prefect_test_harness():
+    with prefect_test_harness(server_startup_timeout=180):  # a loaded two-core machine starts it slowly
         (project / "right.txt").write_text("15")  # one question flipped: noise
         rows = reevaluate_flow(project=str(project))
         assert {(r["scope"], r["metric"]): r["worse"] for r in rows}[("nq", "acc")] == 1
