@@ -115,7 +115,7 @@ def test_evaluating_twice_on_unchanged_inputs_reproduces_every_outcome(tmp_path)
 
 
 # Real git and DVC: a project whose `evaluate` stage writes single_step's traces on nq, the first
-# `right.txt` of 20 questions right.
+# `right.txt` of 20 questions right, and records that input in the run's settings file.
 STAGE = (
     "python -c \"import json,pathlib; k=int(pathlib.Path('right.txt').read_text()); d=pathlib.Path('data/runs/single_step');"
     " d.mkdir(parents=True, exist_ok=True);"
@@ -123,7 +123,8 @@ STAGE = (
     " answer='g' if i<k else 'x', termination='done', totals=dict(llm_calls=1, retrievals=1),"
     " scores=dict(acc=float(i<k), em=float(i<k), f1=float(i<k))) for i in range(20)];"
     " (d/'nq.jsonl').write_text(''.join(json.dumps(r)+chr(10) for r in rows));"
-    " (d/'nq.settings.json').write_text(json.dumps(dict(method='single_step', provenance=[dict(device='cpu')])))\""
+    " (d/'nq.settings.json').write_text(json.dumps(dict(method='single_step', inputs=dict(right=k),"
+    " provenance=[dict(device='cpu')])))\""
 )
 
 
