@@ -353,6 +353,24 @@ def exp(
         raise typer.Exit(subprocess.run(command, cwd=state.params_file.resolve().parent, env=env).returncode)
 
 
+@app.command()
+def deploy(
+    pool: Annotated[str, typer.Option(help="Work pool whose deployments (prefect.yaml) to register: cpu or gpu.")] = "cpu",
+) -> None:
+    """Register prefect.yaml's deployments of one work pool with the Prefect server
+    (PREFECT_API_URL), creating the pool when it does not exist: on a CPU-only machine
+    `skillrag deploy --pool cpu` gives pipeline-cpu and reevaluate-cpu (`prefect deploy --all`
+    stops at pipeline-gpu when there is no gpu pool)."""
+    from skillrag.deploy import deploy as deploy_pool
+
+    try:
+        names = deploy_pool(state.params_file.resolve().parent, pool)
+    except (ValueError, RuntimeError) as err:
+        _fail(str(err))
+    console.print(f"deploy: {', '.join(names)} on work pool {pool}; start a worker: prefect worker start --pool {pool}",
+                  style="green", highlight=False)
+
+
 @app.command("lm-cache")
 def lm_cache(
     name: Annotated[str | None, typer.Argument(help="Bundled model name (default: lm.model).")] = None,

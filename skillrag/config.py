@@ -173,8 +173,8 @@ class ReportParams(_Section):
 
 
 class ReevaluateParams(_Section):
-    tolerance: float = Field(0.02, ge=0.0)  # scheduled re-evaluation fails when a metric is worse than committed by more
-    against: str = "HEAD"  # git ref holding the committed reports/metrics.json it compares with
+    alpha: float = Field(0.05, gt=0.0, lt=1.0)  # significance of the one-sided paired tests (Holm-corrected) that fail a re-evaluation
+    against: str = "HEAD"  # git ref holding the committed reports/outcomes.csv it compares with
 
 
 class Params(_Section):

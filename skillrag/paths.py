@@ -101,6 +101,11 @@ class Paths:
         return self.results / "metrics_detail.json"
 
     @property
+    def outcomes(self) -> Path:
+        """Every question's outcome per method and dataset (skillrag.report.outcomes; in git)."""
+        return self.results / "outcomes.csv"
+
+    @property
     def reports(self) -> Path:
         return self.root / "reports"
 

@@ -1,11 +1,19 @@
-"""Scheduled re-evaluation (flows/reevaluate.py): bring the artifacts up to date with DVC, re-run
-the evaluation and what follows it, and compare every headline metric with the committed
-reports/metrics.json, so a silent regression (a library upgrade, another machine, a changed
-input) fails the run and names the metric.
+"""Scheduled re-evaluation (flows/reevaluate.py): bring the artifacts up to date with DVC, then
+judge the new per-question outcomes against the committed reports/outcomes.csv on the same
+questions, so that noise (a few flipped questions) stays quiet and a real change fails the run.
 
-Quality metrics (EM, ACC, F1) regress when they fall, the no-answer rate when it rises; costs
-(retrievals, LLM calls) and counts are compared and shown but never fail a run. A (method,
-dataset, metric) that was committed and is now missing is a regression too.
+Two alarms, told apart:
+
+- **regression**: for ACC, EM and the no-answer rate, per method over all datasets and per
+  dataset, a one-sided exact McNemar test (skillrag.report.paired) that the outcomes got worse,
+  significant at `reevaluate.alpha` after Holm's correction over every test of the run; and a
+  committed question with no outcome now.
+- **non-deterministic**: outcomes of a run changed although every input digest its settings
+  file records (model and dtype, questions, index, prober, prompts, the params the method reads)
+  and the device are those of the traces it replaced. Re-running on unchanged inputs on one
+  machine must reproduce every outcome, so this is a bug, not a regression.
+
+A run on another device (CPU vs GPU) is compared like any other; the result says the device changed.
 """
 
 from __future__ import annotations
@@ -15,89 +23,157 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HIGHER_IS_BETTER = ("em", "acc", "f1")
-LOWER_IS_BETTER = ("no_answer_rate",)
-METRICS = "reports/metrics.json"
+import pandas as pd
+from statsmodels.stats.multitest import multipletests
 
+from skillrag.report.outcomes import COLUMNS, KEY, read_outcomes
+from skillrag.report.paired import outcome_changes
 
-@dataclass(frozen=True)
-class Change:
-    """One metric, `method/dataset/name`, before (committed) and after (this run)."""
-
-    key: str
-    before: float | None
-    after: float | None
-
-    @property
-    def worse_by(self) -> float:
-        """How much worse the metric got (negative: better; 0 for costs and counts)."""
-        name = self.key.rsplit("/", 1)[-1]
-        if self.before is None or self.after is None:
-            return 0.0
-        if name in HIGHER_IS_BETTER:
-            return self.before - self.after
-        if name in LOWER_IS_BETTER:
-            return self.after - self.before
-        return 0.0
-
-    def regressed(self, tolerance: float) -> bool:
-        return (self.before is not None and self.after is None) or self.worse_by > tolerance
-
-    def describe(self) -> str:
-        if self.after is None:
-            return f"{self.key}: committed {self.before}, now missing"
-        return f"{self.key}: {self.before} -> {self.after} (worse by {self.worse_by:.4f})"
+TESTED = ("acc", "em", "no_answer")
+OUTCOMES = "reports/outcomes.csv"
+CORRECTION = "holm"
+PROVENANCE = "provenance"
 
 
 class Regression(RuntimeError):
-    """Metrics got worse than committed by more than the tolerance; str() names each one."""
+    """Outcomes got significantly worse than committed; str() names each test."""
 
 
-def flat(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """{"method": {"dataset": {"acc": 0.5}}} -> {"method/dataset/acc": 0.5} (numbers only)."""
-    out: dict[str, float] = {}
-    for key, value in metrics.items():
-        if isinstance(value, Mapping):
-            out.update(flat(value, f"{prefix}{key}/"))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            out[f"{prefix}{key}"] = float(value)
-    return out
+class NonDeterministic(RuntimeError):
+    """Outcomes changed while every recorded input stayed the same."""
 
 
-def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
-    """Every metric of either side, in a stable order."""
-    old, new = flat(before), flat(after)
-    return [Change(key, old.get(key), new.get(key)) for key in sorted(old.keys() | new.keys())]
+@dataclass(frozen=True)
+class RunInputs:
+    """What one run's traces (method, dataset) were made with: its settings file less the
+    provenance, and the device of the run that wrote them last (None when not recorded)."""
+
+    settings: Mapping[str, Any]
+    device: str | None
 
 
-def table(changes: list[Change], tolerance: float) -> list[dict[str, Any]]:
-    """One row per metric, as the flow's table artifact shows it."""
+def run_inputs(runs_dir: Path) -> dict[tuple[str, str], RunInputs]:
+    """Every run's recorded inputs, from `runs_dir/<method>/<dataset>.settings.json`."""
+    found = {}
+    for file in sorted(runs_dir.glob("*/*.settings.json")):
+        dataset = file.name.removesuffix(".settings.json")
+        if ".part-" in dataset:  # a shard's part file (skillrag.eval.runner.part_file)
+            continue
+        settings = json.loads(file.read_text(encoding="utf-8"))
+        history = settings.pop(PROVENANCE, None) or [{}]
+        found[(file.parent.name, dataset)] = RunInputs(settings, history[-1].get("device"))
+    return found
+
+
+@dataclass
+class Verdict:
+    """The comparison of a re-run with the committed outcomes and with the traces it replaced."""
+
+    alpha: float
+    tests: list[dict[str, Any]]  # one row per (method, scope, metric): the table artifact
+    missing: int  # committed questions with no outcome now
+    unexplained: dict[str, int] = field(default_factory=dict)  # "method/dataset" -> outcomes changed, inputs identical
+    devices: dict[str, str] = field(default_factory=dict)  # "method/dataset" -> "cpu -> cuda"
+
+    @property
+    def regressions(self) -> list[dict[str, Any]]:
+        return [row for row in self.tests if row["regressed"]]
+
+    def lines(self) -> list[str]:
+        """What a reader is told, alarms first."""
+        out = []
+        if self.unexplained:
+            runs = ", ".join(f"{run} {n}" for run, n in sorted(self.unexplained.items()))
+            out.append(f"non-deterministic: {sum(self.unexplained.values())} outcomes changed with identical inputs ({runs})")
+        if self.regressions or self.missing:
+            worse = "; ".join(
+                f"{r['method']}/{r['scope']}/{r['metric']}: {r['before']:.3f} -> {r['after']:.3f} "
+                f"({r['worse']} worse, {r['better']} better, Holm p {r['p_holm']:.4f})"
+                for r in self.regressions
+            )
+            gone = f"; {self.missing} committed outcome(s) missing" if self.missing else ""
+            out.append(f"regression at alpha {self.alpha} ({len(self.tests)} one-sided tests, {CORRECTION}-corrected): "
+                       f"{worse or 'no test'}{gone}")
+        if self.devices:
+            out.append("device changed: " + ", ".join(f"{run} {change}" for run, change in sorted(self.devices.items())))
+        if not out:
+            out.append(f"no regression at alpha {self.alpha} ({len(self.tests)} one-sided tests, {CORRECTION}-corrected)")
+        return out
+
+    def check(self) -> None:
+        """Raise `NonDeterministic` (it comes first: then no comparison can be trusted) or `Regression`."""
+        text = "; ".join(self.lines())
+        if self.unexplained:
+            raise NonDeterministic(text)
+        if self.regressions or self.missing:
+            raise Regression(text)
+
+
+def regression_tests(before: pd.DataFrame, after: pd.DataFrame, alpha: float) -> list[dict[str, Any]]:
+    """One-sided paired tests that each method got worse (see the module docstring), Holm-corrected."""
+    changes = outcome_changes(before, after, TESTED)
+    if not changes:
+        return []
+    rejected, adjusted, _, _ = multipletests([c.p_worse for c in changes], alpha=alpha, method=CORRECTION)
     return [
-        {"metric": c.key, "committed": c.before, "now": c.after, "worse_by": c.worse_by, "regressed": c.regressed(tolerance)}
-        for c in changes
+        {"method": c.method, "scope": c.scope, "metric": c.metric, "n": c.n, "before": c.before, "after": c.after,
+         "worse": c.worse, "better": c.better, "p": c.p_worse, "p_holm": float(p), "regressed": bool(reject)}
+        for c, p, reject in zip(changes, adjusted, rejected)
     ]
 
 
-def check(changes: list[Change], tolerance: float) -> None:
-    """Raise `Regression` naming every metric worse by more than `tolerance`."""
-    worse = [change for change in changes if change.regressed(tolerance)]
-    if worse:
-        lines = "; ".join(change.describe() for change in worse)
-        raise Regression(f"{len(worse)} metric(s) worse than committed by more than {tolerance}: {lines}")
+def changed_outcomes(before: pd.DataFrame, after: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """Per (method, dataset), how many questions both frames hold have any column different."""
+    merged = before.merge(after, on=list(KEY), suffixes=("_before", "_after"))
+    differs = pd.Series(False, index=merged.index)
+    for column in (c for c in COLUMNS if c not in KEY):
+        differs |= merged[f"{column}_before"] != merged[f"{column}_after"]
+    counts = merged[differs].groupby(["method", "dataset"]).size()
+    return {key: int(n) for key, n in counts.items()}
 
 
-def committed_metrics(project: Path, ref: str) -> dict[str, Any]:
-    """reports/metrics.json as committed at `ref` (git show), e.g. HEAD or origin/main."""
+def judge(
+    committed: pd.DataFrame,
+    replaced: pd.DataFrame | None,
+    current: pd.DataFrame,
+    inputs_before: Mapping[tuple[str, str], RunInputs],
+    inputs_after: Mapping[tuple[str, str], RunInputs],
+    alpha: float,
+) -> Verdict:
+    """`committed`: the outcomes at the ref; `replaced`: those of the traces in the workspace
+    before DVC ran (None when there were none), made with `inputs_before`; `current`: after,
+    made with `inputs_after`."""
+    on = list(KEY)
+    missing = len(committed.merge(current[on], on=on, how="left", indicator=True).query("_merge == 'left_only'"))
+    verdict = Verdict(alpha, regression_tests(committed, current, alpha), missing)
+    for run, after in inputs_after.items():
+        before = inputs_before.get(run)
+        if before is None:
+            continue
+        name = "/".join(run)
+        if before.device and after.device and before.device != after.device:
+            verdict.devices[name] = f"{before.device} -> {after.device}"
+        elif replaced is not None and before.settings == after.settings:
+            changed = changed_outcomes(replaced, current).get(run, 0)
+            if changed:
+                verdict.unexplained[name] = changed
+    return verdict
+
+
+def committed_outcomes(project: Path, ref: str) -> pd.DataFrame:
+    """reports/outcomes.csv as committed at `ref` (git show), e.g. HEAD or origin/main."""
     done = subprocess.run(
-        ["git", "show", f"{ref}:{METRICS}"], cwd=project, capture_output=True, text=True, check=False
+        ["git", "show", f"{ref}:./{OUTCOMES}"], cwd=project, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        raise FileNotFoundError(f"no committed {METRICS} at {ref!r} in {project}: {done.stderr.strip()}")
-    return json.loads(done.stdout)
+        raise FileNotFoundError(
+            f"no committed {OUTCOMES} at {ref!r} in {project}: commit a run's outcomes first ({done.stderr.strip()})"
+        )
+    return read_outcomes(done.stdout)
 
 
 def _dvc(project: Path, *args: str) -> str:
@@ -111,7 +187,7 @@ def _dvc(project: Path, *args: str) -> str:
 
 def bring_up_to_date(project: Path, force_evaluate: bool = True, set_params: Sequence[str] = ()) -> list[str]:
     """`dvc pull` when a remote is configured, `dvc repro` of whatever changed, then (when
-    `force_evaluate`) evaluate and every stage after it again even if nothing changed.
+    `force_evaluate`) every evaluate stage and every stage after them again even if nothing changed.
     `set_params` (e.g. lm.device=cuda): run as `dvc exp run -S ...` instead, since `dvc repro`
     reads params.yaml only (the values are written to params.yaml, as exp run does). Returns
     the dvc commands run."""
@@ -121,7 +197,7 @@ def bring_up_to_date(project: Path, force_evaluate: bool = True, set_params: Seq
         commands.append(["pull", "--allow-missing"])
     commands.append(run)
     if force_evaluate:
-        commands.append([*run, "--force", "--downstream", "evaluate"])
+        commands.append([*run, "--force", "--downstream", "evaluate"])  # `evaluate` names every evaluate@<method>
     for command in commands:
         _dvc(project, *command)
     return [" ".join(["dvc", *command]) for command in commands]

@@ -1,5 +1,6 @@
-"""The report's tables as markdown: answer quality in the paper's Table 1 layout, costs, the
-prober gate's acceptance per stage, and the skills the router chose.
+"""The report's tables as markdown: answer quality in the paper's Table 1 layout, paired
+comparisons of methods on the same questions, costs, the prober gate's acceptance per stage, and
+the skills the router chose.
 
 Per-dataset cells take their mean and 95% interval from reports/metrics_detail.json (what
 `evaluate` computed); the averages over datasets are computed here from the traces' stored
@@ -15,8 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from statsmodels.stats.multitest import multipletests
 
 from skillrag.report.inputs import Inputs
+from skillrag.report.paired import aligned, paired, scopes
 
 RESAMPLES = 1000
 SEED = 0
@@ -68,6 +72,35 @@ def score_table(inputs: Inputs, metric: str, datasets: Sequence[str], in_domain:
                 cells.append(_pct(*mean) if mean else "–")
         rows.append([method, *cells])
     return markdown_table(header, rows)
+
+
+def paired_table(
+    outcomes: pd.DataFrame, pairs: Sequence[tuple[str, str]], datasets: Sequence[str], in_domain: Sequence[str]
+) -> tuple[str, int] | None:
+    """One row per comparison (first vs second) and scope (each dataset, then the in-domain, OOD
+    and overall pools of their questions): the ACC difference in points with its paired bootstrap
+    interval, questions won and lost, the exact McNemar p and its Holm adjustment over every test
+    of the table, and the reading; with the number of tests. None when no pair was evaluated."""
+    rows, p_values = [], []
+    for first, second in pairs:
+        a, b = outcomes[outcomes["method"] == first], outcomes[outcomes["method"] == second]
+        for scope, members in scopes(datasets, in_domain):
+            right_a, right_b = aligned(a, b, "acc", members)
+            if not len(right_a):
+                continue
+            test = paired(right_a, right_b)
+            p_values.append(test.p_value)
+            rows.append([f"{first} vs {second}", scope, str(test.n),
+                         f"{100 * test.difference:+.1f} ({100 * test.low:+.1f} to {100 * test.high:+.1f})",
+                         str(test.won), str(test.lost), f"{test.p_value:.3f}", test.words(first, second)])
+    if not rows:
+        return None
+    holm = multipletests(p_values, method="holm")[1]
+    for row, adjusted in zip(rows, holm):
+        row.insert(7, f"{adjusted:.3f}")
+    header = ["comparison", "scope", "n", "ACC difference, points (95% interval)", "won", "lost",
+              "McNemar p", f"Holm p ({len(rows)} tests)", "reading"]
+    return markdown_table(header, rows), len(rows)
 
 
 def cost_table(inputs: Inputs) -> str:

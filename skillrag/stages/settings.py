@@ -34,12 +34,15 @@ def run_settings(
     chosen = {key: flat[key] for key in reads if key in flat} | dict(overrides or {})
     if chosen.get("methods.router") != "learned":
         reads = tuple(key for key in reads if key != "router")
+    from skillrag.lm.loading import resolve_device
+
     sources = _input_digests(params, paths, question_files)
     return {
         "method": method,
         "params": chosen,
         "inputs": {name: sources[name]() for name in reads if name in sources},
-        "provenance": provenance(),
+        # the device is recorded, not compared: the re-evaluation says when it changed (skillrag.reevaluation)
+        "provenance": {**provenance(), "device": resolve_device(params.lm.device).type},
     }
 
 

@@ -31,11 +31,20 @@ def test_deployments_load_their_flows_on_cpu_and_gpu_pools():
     assert deployments["reevaluate-gpu"]["parameters"]["set_params"] == ["lm.device=cuda"]
 
 
-def test_reevaluation_deployments_carry_their_cron_schedule():
+def test_reevaluation_deployments_carry_their_cron_schedules_nightly_repro_and_weekly_forced():
     crons = {}
     for name in ("reevaluate-cpu", "reevaluate-gpu"):
-        (config,) = _deployments()[name]["schedules"]
-        schedule = _schedule_config_to_deployment_schedule(config)["schedule"]
-        assert isinstance(schedule, CronSchedule) and schedule.timezone == "UTC"
-        crons[name] = schedule.cron
-    assert crons == {"reevaluate-cpu": "0 3 * * *", "reevaluate-gpu": "0 4 * * 0"}
+        for config in _deployments()[name]["schedules"]:
+            made = _schedule_config_to_deployment_schedule(config)
+            schedule = made["schedule"]
+            assert isinstance(schedule, CronSchedule) and schedule.timezone == "UTC"
+            crons[(name, schedule.cron)] = made.get("parameters", {}).get("force_evaluate", True)
+    assert crons == {("reevaluate-cpu", "0 3 * * 1-6"): False, ("reevaluate-cpu", "0 3 * * 0"): True,
+                     ("reevaluate-gpu", "0 4 * * 0"): True}
+
+
+def test_each_pool_deploys_its_own_deployments_by_name():
+    from skillrag.deploy import deployments_on
+
+    assert deployments_on(REPO / "prefect.yaml", "cpu") == ["pipeline-cpu", "reevaluate-cpu"]
+    assert deployments_on(REPO / "prefect.yaml", "gpu") == ["pipeline-gpu", "reevaluate-gpu"]

@@ -53,6 +53,11 @@ def test_report_reads_every_method_from_the_traces_and_renders_each_section(work
     row = next(line for line in text.splitlines() if line.startswith("| no_retrieval | ") and "(" in line)
     assert row.count("–") >= 5  # five cells, each "mean (low–high)"
     assert "latency p95 (s)" in text and "retrieving" in text
+    # paired: three methods against single_step, skill_rag against probing_rag, on hotpotqa, musique and overall
+    paired = text.split("## Paired comparisons (same questions)")[1].split("\n## ")[0]
+    assert "The table holds 12 tests" in paired and "Holm p (12 tests)" in paired
+    assert "| probing_rag vs single_step | overall | 14 | +0.0 (+0.0 to +0.0) | 0 | 0 | 1.000 | 1.000 | not distinguishable at this n |" in paired
+    assert "| skill_rag vs probing_rag | overall | 12 | -8.3 (-41.7 to +25.0) | 2 | 3 |" in paired
     # one closed-book answer of 14 accepted; 13 retrieval rounds, all rejected
     assert "| skill_rag | 7% of 14 | 0% of 13 |" in text
     assert "| skill_rag | query_rewriting | 4 |" in text
@@ -107,6 +112,7 @@ def test_pr_comment_against_a_ref_leads_with_dvcs_metrics_diff(workspace):
     assert body.index("## Change against the base") < body.index("## Answer quality")
     diff = next(line for line in body.splitlines() if "skill_rag.hotpotqa.acc" in line)
     assert "0.99" in diff and "| reports/metrics.json |" in diff
+    assert "`main` has no `reports/outcomes.csv`: only the aggregate diff above is shown." in body
     assert "dvc params diff --md main" in body and "report.cases" in body
     assert "![prober reliability](reports/figures/probe_reliability.png)" in body  # links relative to the comment
     assert not workspace.report.exists()  # the stage's report is not touched
