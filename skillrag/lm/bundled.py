@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from skillrag.errors import UserError
 from skillrag.files import publish
 from skillrag.manifest import ArtifactCorruptError, file_sha256, read_manifest, verify_files, write_manifest
 
@@ -35,7 +36,7 @@ MANIFEST = "skillrag-manifest.json"
 PromptFormat = Literal["plain", "chat"]
 
 
-class BundledModelMissing(RuntimeError):
+class BundledModelMissing(UserError):
     """The package that carries a bundled model is not installed; the message says how to install it."""
 
 

@@ -34,9 +34,10 @@ from tqdm import tqdm
 
 from skillrag import interrupts
 from skillrag.data.schema import Question
-from skillrag.eval.metrics import score_answer
+from skillrag.errors import ConfigError
 from skillrag.files import atomic_path, publish, write_json
 from skillrag.lm.base import LM, Generation, default_layers
+from skillrag.metrics import score_answer
 from skillrag.probe.states import ROW_COLUMNS, load_features, read_meta, read_rows, write_shard
 from skillrag.prompts import load_prompt
 from skillrag.prompts.cot import STOP, Prompt, cot_prompt, parse_answer
@@ -54,7 +55,7 @@ def resolve_layers(spec: str | Sequence[int], num_layers: int) -> list[int]:
     layers = sorted(set(int(x) for x in spec))
     bad = [x for x in layers if not 1 <= x <= num_layers]
     if bad:
-        raise ValueError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
+        raise ConfigError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
     return layers
 
 
