@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING, Any
 from skillrag import runtime
 from skillrag.config import Params
 from skillrag.paths import Paths
-from skillrag.stages.common import exclusive
 from skillrag.stages.settings import run_settings
 
 if TYPE_CHECKING:
     from skillrag.data.schema import Question
 
 
-@exclusive
 def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     """The classifier of skillrag.methods.complexity: on the first `train_adaptive.train_questions`
     train and `dev_questions` dev questions (round-robin over the datasets), run each strategy
@@ -29,11 +27,11 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     majority train label, confusion matrix, and the ACC of routing by it against each strategy
     alone and the oracle (reports/adaptive_metrics.json). Needs no prober."""
     from skillrag.data.splits import load_split
-    from skillrag.eval.metrics import accuracy
     from skillrag.eval.runner import run_method
     from skillrag.files import DataError, write_json
     from skillrag.methods import Components, ReusingLM, build_method
     from skillrag.methods.complexity import STRATEGIES, fit_classifier, silver_label
+    from skillrag.metrics import accuracy
     from skillrag.probe.extract import resolve_layers
 
     lm = ReusingLM(runtime.open_lm(params), params.lm.reuse_cache)
@@ -61,7 +59,7 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     (x, labels, _), (x_dev, dev_labels, dev_correct) = data["train"], data["dev"]
     if not labels:
         raise DataError(f"no train question was answered without an error by every strategy: see {paths.adaptive_traces('train', 'ircot').parent}")
-    classifier = fit_classifier(x, labels, layers, lm.name, params.train_adaptive.c)
+    classifier = fit_classifier(x, labels, layers, runtime.model_identity(params), params.train_adaptive.c)
     classifier.save(paths.adaptive)
     report = {
         "model": lm.name,
