@@ -10,10 +10,9 @@ from typing import Any
 from skillrag import runtime
 from skillrag.config import Params
 from skillrag.paths import Paths
-from skillrag.stages.common import ShardMap, exclusive, in_process, shard_of
+from skillrag.stages.common import ShardMap, in_process, shard_of
 
 
-@exclusive
 def extract(params: Params, paths: Paths, shards: int = 1, map_shards: ShardMap = in_process) -> dict[str, Any]:
     """Answer the train+dev questions per strategy with state capture into data/states/.
 
