@@ -1,7 +1,6 @@
 from pathlib import Path
 
 import pytest
-
 import yaml
 
 from skillrag.config import ConfigError, experiment_overrides, load_params, parse_override
