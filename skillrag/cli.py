@@ -19,10 +19,10 @@ from skillrag.env import apply_offline_defaults
 
 apply_offline_defaults()
 
-from skillrag import interrupts, stages  # noqa: E402
-from skillrag.config import ConfigError, Params, load_params  # noqa: E402
-from skillrag.files import DataError, WorkspaceBusy  # noqa: E402
-from skillrag.paths import Paths  # noqa: E402
+from skillrag import interrupts, stages
+from skillrag.config import Params, load_params
+from skillrag.errors import UserError
+from skillrag.paths import Paths
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
@@ -432,17 +432,6 @@ def search(
     Console().print(table)
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean "fix your input or build a missing artifact": shown as one line."""
-    from skillrag.lm.bundled import BundledModelMissing
-    from skillrag.lm.loading import ModelLoadError
-    from skillrag.quality.gate import GateFailed
-
-    return (
-        ConfigError, DataError, GateFailed, FileNotFoundError, ValueError, BundledModelMissing, ModelLoadError, WorkspaceBusy
-    )
-
-
 GLOBAL_OPTIONS = ("--params", "--profile", "--set")
 
 
@@ -477,8 +466,9 @@ def _stopped(signum: int) -> SystemExit:
 
 
 def run() -> None:
-    """Entry point with readable errors for the failures a user can fix, and a clean stop on
-    SIGINT / SIGTERM (skillrag.interrupts): one line, exit status 130 / 143, no traceback."""
+    """Entry point: a failure the user can fix (`skillrag.errors.UserError`) is one line and exit
+    status 1, any other exception keeps its traceback; SIGINT / SIGTERM (skillrag.interrupts)
+    stop cleanly: one line, exit status 130 / 143, no traceback."""
     interrupts.install()
     try:
         app(args=hoist_global_options(sys.argv[1:]))
@@ -489,7 +479,7 @@ def run() -> None:
     except BaseException as err:
         if interrupts.received() is not None:  # native code turned the signal into an error of its own
             raise _stopped(interrupts.received() or 0) from None
-        if not isinstance(err, _user_errors()):
+        if not isinstance(err, UserError):  # a bug: its traceback is what finds it
             raise
         # one line even in a log; escaped, so text in brackets (a --set list) is not taken for markup
         console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from skillrag.errors import ConfigError
+
 DATASETS = ("hotpotqa", "nq", "triviaqa", "musique", "2wiki")
 Dataset = Literal["hotpotqa", "nq", "triviaqa", "musique", "2wiki"]
 
@@ -198,10 +200,6 @@ class Params(_Section):
     def resolved(self) -> dict[str, Any]:
         """Every section's values as plain YAML/JSON types, without the profile machinery."""
         return self.model_dump(mode="json", exclude={"profile", "profiles"})
-
-
-class ConfigError(ValueError):
-    """A params file, profile or override that cannot be used; the message says which and why."""
 
 
 def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:

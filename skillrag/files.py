@@ -21,9 +21,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-
-class DataError(ValueError):
-    """Input data that cannot be used; the message names the file (and line) at fault."""
+from skillrag.errors import DataError, UserError
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -155,7 +153,7 @@ def listing_digest(directory: str | Path) -> str:
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
-class WorkspaceBusy(RuntimeError):
+class WorkspaceBusy(UserError):
     """Another process holds the lock on a stage's outputs; the message names it."""
 
 

@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from skillrag.files import DataError
+from skillrag.errors import ArtifactError
 
 
-class ArtifactCorruptError(DataError):
+class ArtifactCorruptError(ArtifactError):
     """An artifact file that differs from its manifest; the message names the file and the fix."""
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from skillrag.errors import ConfigError
 
 WORKSPACES = "workspaces"
 
@@ -33,7 +34,7 @@ class Paths:
         (data/custom/NAME/), metrics (reports/custom/NAME/) and lock; everything else (index,
         prober, router) is this workspace's. The default pipeline's outputs are never written."""
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
-            raise ValueError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only (it names a folder)")
+            raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only (it names a folder)")
         return replace(self, custom=name)
 
     @property

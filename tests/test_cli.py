@@ -114,6 +114,28 @@ def test_missing_classifier_names_the_command_that_builds_it(params_file, monkey
     assert info.value.code == 1 and "skillrag train-adaptive" in err and "train-probe" not in err
 
 
+def test_a_user_error_is_one_line_and_exit_status_1(params_file, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "--profile", "nosuch", "search", "x"])
+    with pytest.raises(SystemExit) as info:
+        cli.run()
+    err = capsys.readouterr().err
+    assert info.value.code == 1 and err.startswith("error: profile 'nosuch' is not in") and len(err.strip().splitlines()) == 1
+
+
+def test_a_bug_keeps_its_traceback_even_as_a_value_error(params_file, monkeypatch, capsys):
+    """A ValueError from inside the code is not the user's to fix: it propagates (Python prints its
+    traceback) instead of becoming an `error:` line."""
+
+    def broken(*args):
+        raise ValueError("an internal invariant broke")
+
+    monkeypatch.setattr("skillrag.retrieval.open_retriever", broken)
+    monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "search", "x"])
+    with pytest.raises(ValueError, match="an internal invariant broke"):
+        cli.run()
+    assert "error:" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, expected",
     [

@@ -1,7 +1,6 @@
 from pathlib import Path
 
 import pytest
-
 import yaml
 
 from skillrag.config import ConfigError, experiment_overrides, load_params, parse_override
@@ -23,10 +22,28 @@ def test_profile_and_overrides_apply_in_order():
     assert params.prepare.eval_size == 7  # the override wins over the profile
 
 
-def test_paper_profile_names_the_paper_model():
-    params = load_params(REPO / "params.yaml", profile="paper")
-    assert params.lm.model == "google/gemma-2-9b-it"
-    assert params.prepare.eval_size == 500
+def _flat(tree: dict, prefix: str = "") -> dict:
+    """{"lm": {"model": m}} -> {"lm.model": m}."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.mark.parametrize("profile", sorted(yaml.safe_load((REPO / "params.yaml").read_text())["profiles"]))
+def test_each_profile_is_valid_and_changes_exactly_the_keys_it_names(profile):
+    """Every profile validates, each key it names takes the profile's value, and every other key
+    keeps params.yaml's (a dotted key must not replace its whole section)."""
+    named = yaml.safe_load((REPO / "params.yaml").read_text())["profiles"][profile]
+    exclude = {"profile", "profiles"}
+    default = _flat(load_params(REPO / "params.yaml").model_dump(mode="json", exclude=exclude))
+    chosen = _flat(load_params(REPO / "params.yaml", profile=profile).model_dump(mode="json", exclude=exclude))
+    assert set(named) <= set(chosen), f"profile {profile} names unknown keys: {sorted(set(named) - set(chosen))}"
+    assert {key: chosen[key] for key in named} == named
+    assert {key for key in default if default[key] != chosen[key]} <= set(named)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pytest
 
 from skillrag import runtime, stages
 from skillrag.config import load_params
-from skillrag.files import DataError
+from skillrag.errors import ArtifactError, DataError
 from skillrag.lm.base import Generation
 from skillrag.paths import Paths
 from skillrag.quality import GateFailed
@@ -200,8 +200,8 @@ def test_train_router_needs_no_prober_and_leaves_a_note_when_too_few_examples(tm
     assert not paths.probe.exists()
     assert report["trained"] is False and (report["questions"], report["by_skill"]) == (4, {"exit": 2})
     assert "need train_router.min_examples_per_skill=5 each" in report["reason"]
-    with pytest.raises(FileNotFoundError, match="too few failure states per skill"):
-        load_learned_router(paths.router)
+    with pytest.raises(ArtifactError, match="too few failure states per skill"):
+        load_learned_router(paths.router, runtime.model_identity(params))
     settings = json.loads(settings_file(paths.router_traces).read_text())
     assert settings["method"] == "skill_exploration" and settings["params"]["lm.layers"] == [3, 4]
     assert not any(key.startswith(("probe", "methods")) for key in settings["params"])
@@ -251,5 +251,5 @@ def test_train_router_fits_on_gold_labels_with_enough_examples_of_every_skill(tm
     assert report["trained"] is True and report["examples"] == 20
     assert report["by_skill"] == dict.fromkeys(["evidence_focusing", "exit", "query_rewriting", "question_decomposition"], 5)
     assert report["cv_folds"] == 5 and report["cv_accuracy"] is not None
-    router = load_learned_router(paths.router, expected_hidden_size=_SkillLM.hidden_size)
+    router = load_learned_router(paths.router, runtime.model_identity(params))
     assert router.layers == (3, 4) and set(router.classes) == {"evidence_focusing", "exit", "query_rewriting", "question_decomposition"}

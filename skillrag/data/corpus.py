@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from skillrag.data.schema import Passage
-from skillrag.files import DataError, read_jsonl
+from skillrag.errors import DataError
+from skillrag.files import read_jsonl
 
 
 def read_corpus(path: str | Path, max_passages: int | None = None) -> Iterator[Passage]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from skillrag.files import DataError
+from skillrag.errors import DataError
 
 Side = Literal["eval", "train"]
 

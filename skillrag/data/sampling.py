@@ -21,6 +21,7 @@ from skillrag.config import PrepareParams
 from skillrag.data.origin import origin_side
 from skillrag.data.schema import Question
 from skillrag.data.splits import SPLITS
+from skillrag.errors import ConfigError
 from skillrag.text import normalize
 
 
@@ -58,7 +59,7 @@ def split_sizes(params: PrepareParams) -> dict[str, dict[str, int]]:
 
 
 def make_splits(questions: Mapping[str, Sequence[Question]], params: PrepareParams) -> dict[str, dict[str, list[Question]]]:
-    """split -> dataset -> questions. Raises ValueError naming the dataset, the split and the
+    """split -> dataset -> questions. Raises ConfigError naming the dataset, the split and the
     size parameter when a dataset has too few usable questions."""
     taken: set[str] = set()  # normalised question texts already used
     splits: dict[str, dict[str, list[Question]]] = {name: {} for name in SPLITS}
@@ -82,7 +83,7 @@ def make_splits(questions: Mapping[str, Sequence[Question]], params: PreparePara
                     chosen.append(replace(q, split=split))
             if len(chosen) < count:
                 origin = " from its original dev/test split" if split == "eval" else ""
-                raise ValueError(
+                raise ConfigError(
                     f"{dataset}: only {len(chosen)} unused questions{origin} for {split} (need {count}): "
                     f"lower prepare.{split}_size or add questions to the dataset"
                 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from skillrag.files import DataError
+from skillrag.errors import DataError
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from skillrag.data.origin import origin_side
 from skillrag.data.schema import Question
+from skillrag.errors import ConfigError
 from skillrag.files import numbered_jsonl
 
 # Fields of the local bundle kept in Question.meta: provenance and evidence availability.
@@ -84,4 +85,4 @@ def load_dataset_questions(source: str, dataset: str, local_dir: Path, hub_id: s
         return load_local(local_dir, dataset)
     if source == "hub":
         return load_hub(hub_id, dataset)
-    raise ValueError(f"unknown question source {source!r} (use 'local' or 'hub')")
+    raise ConfigError(f"unknown question source {source!r} (use 'local' or 'hub')")

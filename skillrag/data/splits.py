@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from skillrag.data.schema import Question
+from skillrag.errors import ArtifactError
 from skillrag.files import numbered_jsonl
 
 SPLITS = ("train", "dev", "eval")
@@ -18,7 +19,7 @@ def load_split(questions_dir: Path, split: str, max_question_chars: int | None =
         raise ValueError(f"unknown split {split!r} (one of {', '.join(SPLITS)})")
     folder = Path(questions_dir) / split
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} does not exist: run `skillrag prepare` (or `dvc repro prepare`) first")
+        raise ArtifactError(f"{folder} does not exist: run `skillrag prepare` (or `dvc repro prepare`) first")
     return {
         path.stem: [
             Question.from_dict(row, where=f"{path}:{number}", max_chars=max_question_chars)

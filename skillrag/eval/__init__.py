@@ -1,1 +1,1 @@
-"""Metrics, the resumable runner and cost accounting."""
+"""Running a method over questions (resumable, LM calls batched) and summarising its traces."""

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from skillrag.eval.metrics import score_answer
 from skillrag.methods import Trace
+from skillrag.metrics import score_answer
 from skillrag.skills import SKILL_NAMES
 
 BOOTSTRAP_RESAMPLES = 1000

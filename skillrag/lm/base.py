@@ -187,5 +187,5 @@ def resolve_layers(spec: str | Sequence[int], num_layers: int) -> list[int]:
     layers = sorted({int(x) for x in spec})
     bad = [x for x in layers if not 1 <= x <= num_layers]
     if bad:
-        raise ValueError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
+        raise ConfigError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
     return layers

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from skillrag.errors import UserError
 from skillrag.files import publish, replace_text
 from skillrag.manifest import ArtifactCorruptError, file_sha256, read_manifest, verify_files, write_manifest
 
@@ -44,7 +45,7 @@ VERIFIED = "skillrag-verified.json"
 PromptFormat = Literal["plain", "chat"]
 
 
-class BundledModelMissing(RuntimeError):
+class BundledModelMissing(UserError):
     """The package that carries a bundled model is not installed; the message says how to install it."""
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
+from skillrag.errors import ConfigError
+
 _SENTINEL = "\x00skillrag-user-message\x00"
 
 
@@ -27,13 +29,13 @@ class ChatFrame:
     def of(cls, tokenizer: PreTrainedTokenizerBase, model: str) -> ChatFrame:
         """The frame of `tokenizer`'s chat template for one user message and a generation prompt."""
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError(f"lm.prompt_format is chat, but model {model!r} has no chat template; use plain")
+            raise ConfigError(f"lm.prompt_format is chat, but model {model!r} has no chat template; use plain")
         rendered = tokenizer.apply_chat_template(
             [{"role": "user", "content": _SENTINEL}], tokenize=False, add_generation_prompt=True
         )
         head, found, tail = rendered.partition(_SENTINEL)
         if not found:
-            raise ValueError(f"the chat template of model {model!r} does not show the user message verbatim; use plain")
+            raise ConfigError(f"the chat template of model {model!r} does not show the user message verbatim; use plain")
         return cls(head, tail)
 
     def wrap(self, prompt: str) -> str:

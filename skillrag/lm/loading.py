@@ -8,13 +8,14 @@ from typing import Any
 
 import torch
 
+from skillrag.errors import ConfigError
 from skillrag.lm.bundled import BUNDLED, PromptFormat, bundled_digest, bundled_dir
 from skillrag.lm.hf import HFCausalLM
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(ConfigError):
     """A model spec that names nothing loadable here; the message says what was tried."""
 
 
@@ -44,7 +45,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
         native = device.type == "cuda" or (device.type == "cpu" and cpu_has_bf16())
         return torch.bfloat16 if native else torch.float32
     if dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r} (have: auto, {', '.join(_DTYPES)})")
+        raise ConfigError(f"unknown dtype {dtype!r} (have: auto, {', '.join(_DTYPES)})")
     return _DTYPES[dtype]
 
 
@@ -55,7 +56,7 @@ def resolve_prompt_format(spec: str, prompt_format: str = "auto") -> PromptForma
     if prompt_format == "auto":
         return BUNDLED[spec].prompt_format if spec in BUNDLED else "plain"
     if prompt_format not in ("plain", "chat"):
-        raise ValueError(f"unknown prompt format {prompt_format!r} (have: auto, plain, chat)")
+        raise ConfigError(f"unknown prompt format {prompt_format!r} (have: auto, plain, chat)")
     return prompt_format  # type: ignore[return-value]
 
 

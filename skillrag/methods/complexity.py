@@ -13,7 +13,8 @@ captured, so the state is that of the prompt's end and the first answer token (m
 layers). One prefill and one step, its few-shot prefix KV shared with no_retrieval's prompt; no
 new LM call type, so batching (skillrag.eval.batching), reuse and metering pass it through
 unchanged. The classifier is the learned router's linear model (a standardised logistic
-regression, stored as safetensors: loading runs no code) beside a record naming the model.
+regression, stored as safetensors: loading runs no code), which records the identity of the
+model whose states it read and refuses any other (`skillrag.identity.check_identity`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from skillrag.files import DataError, atomic_path, digest, write_json
+from skillrag.errors import ArtifactError
+from skillrag.files import atomic_path, digest, write_json
 from skillrag.lm.base import LM, state_vector
 from skillrag.prompts.cot import STOP, cot_prompt
 from skillrag.skills.base import Routing
@@ -68,9 +71,10 @@ def question_states(lm: LM, questions: Sequence[str], layers: Sequence[int]) -> 
 
 @dataclass(frozen=True, eq=False)
 class ComplexityClassifier:
-    """The linear model over question states and the model whose states it reads."""
+    """The linear model over question states and the identity of the model whose states it reads
+    (`skillrag.lm.loading.model_identity`)."""
 
-    model: str
+    identity: Mapping[str, Any]
     linear: LearnedRouter
 
     def predict(self, x: np.ndarray) -> list[str]:
@@ -85,12 +89,11 @@ class ComplexityClassifier:
     def save(self, directory: str | Path) -> None:
         with atomic_path(directory) as tmp:
             tmp.mkdir()
-            self.linear.save(tmp / LINEAR)
+            self.linear.save(tmp / LINEAR, self.identity)
             files = sorted((tmp / LINEAR).glob("*"))
             write_json(
                 tmp / RECORD,
                 {
-                    "model": self.model,
                     "strategies": list(self.linear.classes),
                     "layers": list(self.linear.layers),
                     "hidden_size": int(self.linear.mean.shape[0]),
@@ -100,23 +103,19 @@ class ComplexityClassifier:
 
 
 def fit_classifier(
-    x: np.ndarray, labels: Sequence[str], layers: Sequence[int], model: str, c: float = 1.0
+    x: np.ndarray, labels: Sequence[str], layers: Sequence[int], identity: Mapping[str, Any], c: float = 1.0
 ) -> ComplexityClassifier:
-    return ComplexityClassifier(model, fit_router(x, labels, layers, c))
+    """Fit on states `x` read from the model `identity` names."""
+    return ComplexityClassifier(dict(identity), fit_router(x, labels, layers, c))
 
 
-def load_classifier(directory: str | Path, lm: LM) -> ComplexityClassifier:
-    """The saved classifier, refused when missing, altered, or trained on another model's states."""
+def load_classifier(directory: str | Path, identity: Mapping[str, Any]) -> ComplexityClassifier:
+    """The saved classifier, refused when missing, altered, or trained on the states of another
+    model than `identity` (the running one)."""
     directory = Path(directory)
     if not (directory / RECORD).is_file():
-        raise FileNotFoundError(f"no query-complexity classifier at {directory}: run {REBUILD}")
+        raise ArtifactError(f"no query-complexity classifier at {directory}: run {REBUILD}")
     record = json.loads((directory / RECORD).read_text())
     if digest(*sorted((directory / LINEAR).glob("*"))) != record.get("sha256"):
-        raise DataError(f"{directory} is altered (its sha256 differs from {RECORD}): retrain it with {REBUILD}")
-    if record["model"] != lm.name:
-        raise ValueError(
-            f"the classifier at {directory} reads {record['model']!r}'s states, the current model is "
-            f"{lm.name!r}: retrain it with {REBUILD}"
-        )
-    linear = load_learned_router(directory / LINEAR, expected_hidden_size=lm.hidden_size, rebuild=REBUILD)
-    return ComplexityClassifier(record["model"], linear)
+        raise ArtifactError(f"{directory} is altered (its sha256 differs from {RECORD}): retrain it with {REBUILD}")
+    return ComplexityClassifier(dict(identity), load_learned_router(directory / LINEAR, identity, rebuild=REBUILD))

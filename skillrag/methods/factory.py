@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from skillrag.errors import ConfigError
 from skillrag.methods.adaptive_rag import AdaptiveRAG
 from skillrag.methods.base import Components, Method
 from skillrag.methods.dragin import Dragin
@@ -30,5 +31,5 @@ METHODS: dict[str, type[Method]] = {
 
 def build_method(name: str, parts: Components) -> Method:
     if name not in METHODS:
-        raise ValueError(f"unknown method {name!r} (choose from {', '.join(METHODS)})")
+        raise ConfigError(f"unknown method {name!r} (choose from {', '.join(METHODS)})")
     return METHODS[name](parts)

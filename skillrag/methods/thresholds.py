@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 
+from skillrag.errors import ConfigError
+
 
 def load_thresholds(path: Path) -> dict[str, float]:
     """The tuned thresholds by param key (e.g. "methods.flare.theta"); {} when not tuned yet."""
@@ -28,7 +30,7 @@ def resolve_threshold(value: str | float, key: str, tuned: Mapping[str, float]) 
     if value != "auto":
         return float(value)
     if key not in tuned:
-        raise ValueError(
+        raise ConfigError(
             f"{key} is auto but no tuned value is in data/thresholds/thresholds.json: "
             f"run `skillrag tune-thresholds` (or set {key} to a number)"
         )

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from skillrag.config import ProbeParams
+from skillrag.errors import DataError
 from skillrag.files import write_json
 from skillrag.probe.calibration import CUT_RULE, calibration_report, choose_cut, reliability_plot
 from skillrag.probe.prober import PAPER_CUT, Prober
@@ -63,7 +64,7 @@ def fit_probe(states_dir: Path, params: ProbeParams) -> FittedProbe:
     meta, rows = read_meta(states_dir), read_rows(states_dir)
     train, dev = rows[rows["split"] == "train"], rows[rows["split"] == "dev"]
     if train.empty or dev.empty:
-        raise ValueError(f"{states_dir} needs train and dev rows (has {len(train)} train, {len(dev)} dev)")
+        raise DataError(f"{states_dir} needs train and dev rows (has {len(train)} train, {len(dev)} dev)")
     prober = train_probers(load_features(states_dir, train), torch.tensor(train["acc"].to_numpy()), params)
     dev_features, dev_labels = load_features(states_dir, dev), dev["acc"].to_numpy().astype(int)
     dev_scores = prober.score_batch(dev_features).numpy()

@@ -6,7 +6,8 @@ the sha256 of every weights file (verified on load: a corrupted file would other
 wrong scores silently) and the dev-chosen acceptance cut. It also records the identity of the
 model whose states it read (`identity`: name, dtype, weights digest, licence). Loading refuses a
 prober built for another model, another dtype or other weights (bfloat16 states differ from
-float32 ones; a re-converted model's from the old one's): its scores would be meaningless.
+float32 ones; a re-converted model's from the old one's): its scores would be meaningless
+(`skillrag.identity.check_identity`, the check the learned router and the classifier use too).
 
 The acceptance rule is "accept iff P(correct) > cut". The cut is resolved when the prober is
 loaded, from `probe.threshold`: "auto" takes the cut chosen on dev at training time and stored
@@ -25,17 +26,20 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from skillrag.errors import ArtifactError
 from skillrag.files import atomic_path, digest, write_json
+from skillrag.identity import check_identity
 from skillrag.probe.model import LayerProber
 
 BUILD_HINT = "rebuild it with `skillrag train-probe` (or `dvc repro train_probe`)"
+REBUILD_FROM_STATES = "`dvc repro train_probe` (extract then train-probe: the states must come from the model too)"
 STRUCTURE_KEYS = ("layers", "hidden_size", "hidden", "files")
 PAPER_CUT = 0.5
 
 Threshold = Literal["auto"] | float
 
 
-class ProbeError(ValueError):
+class ProbeError(ArtifactError):
     """A prober that cannot be used here (missing, for another model, incomplete or corrupted),
     or a score that is not a number."""
 
@@ -167,12 +171,12 @@ class Prober:
             raise ProbeError(f"no trained prober at {directory} (no probe.json); {BUILD_HINT}")
         try:
             record = json.loads(record_file.read_text())
-            model_id, layers, hidden_size = record["model"], record["layers"], record["hidden_size"]
+            layers, hidden_size = record["layers"], record["hidden_size"]
             hidden, files = record["hidden"], dict(record["files"])
         except (ValueError, KeyError, TypeError) as err:  # ValueError covers JSON and UTF-8 decoding
             raise ProbeError(f"{record_file} is not a valid prober record ({err!r}); {BUILD_HINT}") from None
-        if expected_model is not None:
-            _check_identity(directory, model_id, record.get("identity"), expected_model)
+        if expected_model is not None:  # its states came from another model, dtype or weights: refused
+            check_identity(record.get("identity"), expected_model, f"the prober at {directory}", REBUILD_FROM_STATES)
         if expected_hidden_size is not None and hidden_size != expected_hidden_size:
             raise ProbeError(
                 f"the prober at {directory} reads hidden size {hidden_size}, but the current model has "
@@ -195,23 +199,3 @@ class Prober:
             probers[layer] = model
         info = {key: value for key, value in record.items() if key not in STRUCTURE_KEYS}
         return cls(probers, info)
-
-
-def _check_identity(directory: Path, model_id: str, recorded: Any, running: Mapping[str, Any]) -> None:
-    """Refuse a prober whose states came from another model, dtype or weights than `running`'s."""
-    if model_id != running["name"]:
-        raise ProbeError(
-            f"the prober at {directory} was trained for model {model_id!r}, not the current model "
-            f"{running['name']!r}; retrain: {BUILD_HINT}"
-        )
-    if not isinstance(recorded, Mapping) or not {"dtype", "digest"} <= set(recorded):
-        raise ProbeError(
-            f"the prober at {directory} records no model dtype and digest (trained before they were "
-            f"recorded); rerun extract and train-probe: `dvc repro train_probe`"
-        )
-    if (recorded["dtype"], recorded["digest"]) != (running["dtype"], running["digest"]):
-        raise ProbeError(
-            f"the prober at {directory} read {model_id} in {recorded['dtype']} (weights digest "
-            f"{str(recorded['digest'])[:12]}), but the model runs in {running['dtype']} (weights digest "
-            f"{str(running['digest'])[:12]}); set lm.dtype to match or retrain: `dvc repro train_probe`"
-        )

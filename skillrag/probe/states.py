@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file, save_file
 
+from skillrag.errors import ArtifactError
 from skillrag.files import atomic_path
 
 ROW_COLUMNS = [
@@ -70,7 +71,7 @@ def read_rows(directory: Path) -> pd.DataFrame:
 def read_meta(directory: Path) -> dict[str, Any]:
     path = Path(directory) / "meta.json"
     if not path.exists():
-        raise FileNotFoundError(f"no hidden states at {directory}: run `skillrag extract` (or `dvc repro extract`)")
+        raise ArtifactError(f"no hidden states at {directory}: run `skillrag extract` (or `dvc repro extract`)")
     return json.loads(path.read_text())
 
 

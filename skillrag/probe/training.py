@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from skillrag.config import ProbeParams
+from skillrag.errors import ConfigError, DataError
 from skillrag.probe.model import LayerProber
 from skillrag.probe.prober import Prober
 
@@ -42,7 +43,7 @@ from skillrag.probe.prober import Prober
 def _need_both_classes(labels: torch.Tensor, at_least: int, why: str) -> None:
     n_pos, n_neg = int((labels == 1).sum()), int((labels == 0).sum())
     if min(n_pos, n_neg) < at_least:
-        raise ValueError(
+        raise DataError(
             f"the prober needs at least {at_least} correct and {at_least} incorrect answers{why}, got "
             f"{n_pos} correct and {n_neg} incorrect; use more training questions or add the single-step strategy"
         )
@@ -150,7 +151,7 @@ def _train_weighted(
         run.epoch(x[fit], y[fit], weight)
         loss = run.loss(x[held], y[held], weight)
         if not math.isfinite(loss):
-            raise ValueError(
+            raise ConfigError(
                 f"prober training diverged (held-out loss {loss} at epoch {epoch}): lower probe.lr, "
                 "or check data/states for non-finite values"
             )

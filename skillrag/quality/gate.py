@@ -16,12 +16,13 @@ from typing import Any
 
 import pandas as pd
 
+from skillrag.errors import UserError
 from skillrag.files import write_json
 
 MAX_EXAMPLES = 5
 
 
-class GateFailed(RuntimeError):
+class GateFailed(UserError):
     """A quality gate did not pass; str() is a summary naming each failed expectation."""
 
 

@@ -15,6 +15,7 @@ from skillrag.paths import Paths
 from skillrag.report.cases import choose_cases, render_case
 from skillrag.report.data_docs import data_docs_index
 from skillrag.report.diff import change_section
+from skillrag.report.evidence import evidence_section
 from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.outcomes import outcome_frame
 from skillrag.report.paired import LEVEL, RESAMPLES, SEED, comparisons
@@ -32,7 +33,7 @@ from skillrag.report.tables import (
 CASE_METHOD = "skill_rag"
 
 METRICS_READ = """\
-Every score reads the final answer a method extracted, never its reasoning (skillrag.eval.metrics):
+Every score reads the final answer a method extracted, never its reasoning (skillrag.metrics):
 
 - **EM**: the SQuAD-normalised strict answer (the text after `Answer:`) equals a normalised gold answer.
 - **ACC**: a gold answer's tokens occur as a contiguous run of the answer's tokens (whole words: "no" does
@@ -174,6 +175,7 @@ def render_report(params: Params, paths: Paths, out: Path, against: str, change_
     sections = [
         ("Change against the base", change_section(paths.root, against)),
         ("Answer quality", quality),
+        ("Evaluation questions and the corpus", evidence_section(params, paths.questions, datasets)),
         ("Paired comparisons (same questions)", _paired(inputs, datasets, in_domain)),
         ("Cost", cost_table(inputs)),
         ("The prober's gate and the skills", _gate_and_skills(inputs)),

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from skillrag.eval.metrics import accuracy
 from skillrag.files import atomic_path
+from skillrag.metrics import accuracy
 
 METHOD = "skill_rag"
 STANDARD_STAGES = ("no_retrieval", "retrieval")

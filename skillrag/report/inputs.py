@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillrag.errors import ArtifactError
 from skillrag.files import read_jsonl
 from skillrag.paths import Paths
 
@@ -53,7 +54,7 @@ def gate_result_files(paths: Paths) -> list[Path]:
 def load_inputs(paths: Paths) -> Inputs:
     """Everything the report reads; a missing file reads as empty (the report says what is missing)."""
     if not paths.metrics_detail.is_file():
-        raise FileNotFoundError(f"{paths.metrics_detail} is missing: run `skillrag evaluate` first")
+        raise ArtifactError(f"{paths.metrics_detail} is missing: run `skillrag evaluate` first")
     detail = _json(paths.metrics_detail)
     traces: dict[str, dict[str, list[dict[str, Any]]]] = {}
     settings: dict[str, dict[str, dict[str, Any]]] = {}

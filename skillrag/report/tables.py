@@ -155,7 +155,7 @@ def skill_table(inputs: Inputs) -> str | None:
     """Per method that routed: how often each skill (exit included) was chosen, and how often the
     round it wrote was right by gold (ACC of that round's answer, stored scores aside). None when
     no method routed."""
-    from skillrag.eval.metrics import accuracy
+    from skillrag.metrics import accuracy
 
     rows = []
     for method in inputs.methods:

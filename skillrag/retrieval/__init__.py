@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from skillrag.errors import ConfigError
 from skillrag.retrieval.base import Hit, IndexMissingError, Retriever
 from skillrag.retrieval.bm25s_backend import BM25sRetriever
 from skillrag.retrieval.index import IndexStats, build_indexes
@@ -24,7 +25,7 @@ def open_retriever(backend: str, index_dir: str | Path, k1: float = 0.9, b: floa
         return LuceneRetriever(index_dir, k1=k1, b=b)
     if backend == "bm25s":
         return BM25sRetriever(index_dir, k1=k1, b=b)
-    raise ValueError(f"unknown retrieval backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    raise ConfigError(f"unknown retrieval backend {backend!r} (choose from {', '.join(BACKENDS)})")
 
 
 __all__ = [

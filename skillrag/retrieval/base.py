@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from skillrag.data.schema import Passage
+from skillrag.errors import ArtifactError
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Retriever(Protocol):
     def batch_search(self, queries: Sequence[str], k: int) -> list[list[Hit]]: ...
 
 
-class IndexMissingError(FileNotFoundError):
+class IndexMissingError(ArtifactError):
     """Searching before the index exists; the message names the command that builds it."""
 
 

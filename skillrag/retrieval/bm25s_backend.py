@@ -22,6 +22,7 @@ import Stemmer
 from bm25s.tokenization import Tokenized
 
 from skillrag.data.schema import Passage
+from skillrag.errors import ArtifactError
 from skillrag.retrieval.base import Hit, check_k, require_index
 from skillrag.retrieval.manifest import verify_index
 
@@ -71,7 +72,7 @@ class BM25sRetriever:
         verify_index(index_dir, "bm25s")
         self._model = bm25s.BM25.load(path, load_corpus=True, show_progress=False)
         if (self._model.k1, self._model.b) != (k1, b):
-            raise ValueError(
+            raise ArtifactError(
                 f"the bm25s index at {path} was built with k1={self._model.k1}, b={self._model.b}, "
                 f"not k1={k1}, b={b}; bm25s fixes them at build time: rebuild with `skillrag index`"
             )

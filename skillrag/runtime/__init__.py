@@ -20,6 +20,14 @@ def open_lm(params: Params) -> Any:
     return load_lm(params.lm.model, device=params.lm.device, dtype=params.lm.dtype, prompt_format=params.lm.prompt_format)
 
 
+def model_identity(params: Params) -> dict[str, Any]:
+    """The running model's identity (name, dtype, weights digest, licence): what every artifact
+    learned from its states records, and is checked against when opened (skillrag.identity)."""
+    from skillrag.lm.loading import model_identity as identity_of
+
+    return identity_of(params.lm.model, params.lm.device, params.lm.dtype)
+
+
 def open_retriever(params: Params, paths: Paths) -> Any:
     from skillrag.retrieval import open_retriever as open_backend
 
@@ -30,12 +38,11 @@ def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
     """The trained prober, checked against the LM it will read (model name, dtype, weights digest,
     hidden size), with its acceptance cut resolved from `probe.threshold` here, at load time, not
     at training time."""
-    from skillrag.lm.loading import model_identity
     from skillrag.probe import Prober
 
     # Without a prober, say so (and which command builds it) before anything touches the model's files.
     trained = (paths.probe / "probe.json").is_file()
-    identity = model_identity(params.lm.model, params.lm.device, params.lm.dtype) if trained else None
+    identity = model_identity(params) if trained else None
     prober = Prober.load(paths.probe, expected_model=identity, expected_hidden_size=lm.hidden_size)
     prober.use_threshold(params.probe.threshold)
     return prober

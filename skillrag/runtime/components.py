@@ -30,11 +30,11 @@ def open_components(
     if needs_prober and params.methods.router == "learned":
         from skillrag.skills.learned_router import load_learned_router
 
-        router = load_learned_router(paths.router, expected_hidden_size=lm.hidden_size)
+        router = load_learned_router(paths.router, runtime.model_identity(params))
     classifier = None
     if needs_classifier:
         from skillrag.methods.complexity import load_classifier
 
-        classifier = load_classifier(paths.adaptive, lm)
+        classifier = load_classifier(paths.adaptive, runtime.model_identity(params))
     thresholds = load_thresholds(paths.thresholds)  # {} before `skillrag tune-thresholds` ran
     return Components.from_params(params, lm, retriever, prober, router, classifier=classifier, thresholds=thresholds)

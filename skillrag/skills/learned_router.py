@@ -6,26 +6,31 @@ state is a question whose single-step answer is wrong by gold, its vector the me
 answer's pooled hidden states over the resolved `lm.layers`, and its label the first query skill
 (in the fixed `QUERY_SKILLS` order) whose answer was right by gold, else `exit` (no skill helped,
 so stopping was right). Below a minimum number of examples per label nothing is trained; a note
-says why. Weights are stored as safetensors arrays plus a JSON record (classes, layers, hidden size),
-never pickle, so loading cannot run code.
+says why. Weights are stored as safetensors arrays plus a JSON record (classes, layers, hidden size,
+and the identity of the model whose states it learned from, checked on load by
+`skillrag.identity.check_identity`), never pickle, so loading cannot run code.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from skillrag.files import DataError, atomic_path, digest, write_json
+from skillrag.errors import ArtifactError
+from skillrag.files import atomic_path, digest, write_json
+from skillrag.identity import check_identity
 from skillrag.lm.base import state_vector
 from skillrag.skills.base import SKILL_NAMES, FailureState, Routing, fallback_skill
 
 WEIGHTS, RECORD, STATUS = "router.safetensors", "router.json", "status.json"
+REBUILD = "`skillrag train-router` (or `dvc repro train_router`)"
 
 
 def too_few_examples(labels: Sequence[str], min_per_skill: int) -> str | None:
@@ -73,7 +78,9 @@ class LearnedRouter:
             return Routing(skill, scores, f"router: scores cannot decide -> fixed order ({skill})")
         return Routing(self.classes[int(probs.argmax())], scores)
 
-    def save(self, directory: str | Path) -> None:
+    def save(self, directory: str | Path, identity: Mapping[str, Any]) -> None:
+        """Weights and record, `identity` being the model whose states the router learned from
+        (`skillrag.lm.loading.model_identity`)."""
         arrays = {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
         with atomic_path(directory) as tmp:
             tmp.mkdir()
@@ -86,40 +93,31 @@ class LearnedRouter:
                     "classes": list(self.classes),
                     "layers": list(self.layers),
                     "hidden_size": int(self.mean.shape[0]),
+                    "identity": dict(identity),
                     "sha256": digest(tmp / WEIGHTS),
                 },
             )
 
 
-def load_learned_router(
-    directory: str | Path,
-    expected_hidden_size: int | None = None,
-    rebuild: str = "`skillrag train-router` (or `dvc repro train_router`)",
-) -> LearnedRouter:
-    """Read a saved router, checking its weights against the sha256 in its record; refuse one
-    trained on another hidden size (another model). `rebuild`: the command that trains it (the
-    same linear model serves Adaptive-RAG's complexity classifier)."""
+def load_learned_router(directory: str | Path, identity: Mapping[str, Any], rebuild: str = REBUILD) -> LearnedRouter:
+    """Read a saved router, checking its weights against the sha256 in its record, and refuse one
+    learned from another model than `identity` (the running one). `rebuild`: the command that
+    trains it (the same linear model serves Adaptive-RAG's complexity classifier)."""
     directory = Path(directory)
     if not (directory / RECORD).is_file() or not (directory / WEIGHTS).is_file():
         status = directory / STATUS
         why = f": {json.loads(status.read_text())['reason']}" if status.is_file() else ""
-        raise FileNotFoundError(
-            f"no learned router at {directory}{why}; run `skillrag train-router` "
-            "(or `dvc repro train_router`), or use methods.router=prompt"
-        )
-    rebuild = f"retrain it with {rebuild}"
+        raise ArtifactError(f"no learned router at {directory}{why}; run {rebuild}, or use methods.router=prompt")
     try:
         record = json.loads((directory / RECORD).read_text())
         recorded = record["sha256"]
     except (ValueError, KeyError, TypeError):
-        raise DataError(f"{directory / RECORD} is not a valid router record: {rebuild}") from None
+        raise ArtifactError(f"{directory / RECORD} is not a valid router record: retrain it with {rebuild}") from None
     if digest(directory / WEIGHTS) != recorded:
-        raise DataError(f"{directory / WEIGHTS} is corrupted (its sha256 differs from {RECORD}): {rebuild}")
-    if expected_hidden_size is not None and record["hidden_size"] != expected_hidden_size:
-        raise ValueError(
-            f"the learned router at {directory} reads hidden size {record['hidden_size']}, "
-            f"the current model has {expected_hidden_size}: {rebuild}"
+        raise ArtifactError(
+            f"{directory / WEIGHTS} is corrupted (its sha256 differs from {RECORD}): retrain it with {rebuild}"
         )
+    check_identity(record.get("identity"), identity, f"the linear model at {directory}", rebuild)
     arrays = load_file(str(directory / WEIGHTS))
     return LearnedRouter(
         tuple(record["layers"]),

@@ -16,7 +16,7 @@ from skillrag.config import Params
 from skillrag.paths import Paths
 from skillrag.stages.adaptive import train_adaptive
 from skillrag.stages.analysis import analyze
-from skillrag.stages.common import StageFn
+from skillrag.stages.common import StageFn, exclusive
 from skillrag.stages.evaluation import evaluate, gate_evaluate
 from skillrag.stages.indexing import gate_index, index
 from skillrag.stages.probing import train_probe
@@ -31,12 +31,19 @@ from skillrag.stages.thresholds import tune_thresholds
 @dataclass(frozen=True)
 class Stage:
     """A stage as users name it (CLI command, Prefect flow): its function, the gate that checks its
-    output afterwards (None: it gates itself before publishing), and its closing line."""
+    output afterwards (None: it gates itself before publishing), and its closing line.
+
+    `run` holds the stage's workspace lock (`.skillrag/locks/<name>.lock`), taken here for every
+    stage, so two runs of one stage on one workspace never write the same outputs at once: the
+    second stops at once, naming the first."""
 
     name: str
     run: StageFn
     gate: StageFn | None
     summary: Callable[[Any, Paths], str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run", exclusive(self.run, self.name))
 
     def __call__(self, params: Params, paths: Paths) -> Any:
         result = self.run(params, paths)

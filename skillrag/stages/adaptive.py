@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from skillrag import runtime
 from skillrag.config import Params
 from skillrag.paths import Paths
-from skillrag.stages.common import exclusive
 from skillrag.stages.settings import run_settings
 
 if TYPE_CHECKING:
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
     from skillrag.data.schema import Question
 
 
-@exclusive
 def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     """The classifier of skillrag.methods.complexity: on the first `train_adaptive.train_questions`
     train and `dev_questions` dev questions that extract answered (round-robin over the datasets),
@@ -64,7 +62,7 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
             f"no train question to label: extract answered none closed-book and single-step ({paths.states}), "
             f"or IRCoT failed on each ({paths.adaptive_traces('train', 'ircot')})"
         )
-    classifier = fit_classifier(x, labels, layers, lm.name, params.train_adaptive.c)
+    classifier = fit_classifier(x, labels, layers, runtime.model_identity(params), params.train_adaptive.c)
     classifier.save(paths.adaptive)
     predicted = classifier.predict(x_dev) if dev_labels else []
     routed = [i for i, p in enumerate(predicted) if p == "ircot" and "ircot" not in dev_correct[i]]
@@ -98,7 +96,7 @@ def _ircot(
     ircot: Any, questions: Sequence[Question], params: Params, paths: Paths, split: str, files: Sequence[Path]
 ) -> dict[str, bool | None]:
     """IRCoT's ACC on each question (None: it failed), resuming data/adaptive_traces/<split>/ircot.jsonl."""
-    from skillrag.eval.metrics import accuracy
+    from skillrag.metrics import accuracy
     from skillrag.eval.runner import run_method
 
     traces = run_method(

@@ -1,5 +1,6 @@
-"""What every stage shares: the (params, paths) signature, the per-workspace lock, and how a
-sharded stage hands its shards to workers."""
+"""What every stage shares: the (params, paths) signature, the per-workspace lock (which
+`skillrag.stages.Stage` takes for every stage), and how a sharded stage hands its shards to
+workers."""
 
 from __future__ import annotations
 
@@ -30,14 +31,14 @@ def shard_of(items: Sequence[Any], shard: int, shards: int) -> Sequence[Any]:
     return items[len(items) * shard // shards : len(items) * (shard + 1) // shards]
 
 
-def exclusive(stage: Callable[..., Any]) -> Callable[..., Any]:
-    """Run `stage` holding its workspace lock (`.skillrag/locks/<stage>.lock`): a second run of the
-    same stage on the same workspace stops at once, naming the process that holds it. Arguments
-    after (params, paths) are passed through."""
+def exclusive(stage: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """`stage` holding the workspace lock of stage `name` (`.skillrag/locks/<name>.lock`) while it
+    runs: a second run of the same stage on the same workspace stops at once, naming the process
+    that holds it. Arguments after (params, paths) are passed through."""
 
     @wraps(stage)
     def locked(params: Params, paths: Paths, *args: Any, **kwargs: Any) -> Any:
-        with hold_lock(paths.locks / f"{stage.__name__}.lock", f"`skillrag {stage.__name__.replace('_', '-')}`"):
+        with hold_lock(paths.locks / f"{name}.lock", f"`skillrag {name}`"):
             return stage(params, paths, *args, **kwargs)
 
     return locked

@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from skillrag.config import Params
+from skillrag.errors import ArtifactError
 from skillrag.paths import Paths
-from skillrag.stages.common import ShardMap, exclusive, in_process, shard_of
+from skillrag.stages.common import ShardMap, in_process, shard_of
 from skillrag.stages.settings import run_settings
 
 if TYPE_CHECKING:
     from skillrag.methods import Components
 
 
-@exclusive
 def evaluate(
     params: Params,
     paths: Paths,
@@ -124,7 +124,7 @@ def _questions(params: Params, paths: Paths, datasets: Sequence[str]) -> dict[st
     found = load_split(paths.questions, "eval", params.prepare.max_question_chars)
     missing = [d for d in datasets if d not in found]
     if missing:
-        raise FileNotFoundError(f"no evaluation questions for {', '.join(missing)} in {paths.questions / 'eval'}")
+        raise ArtifactError(f"no evaluation questions for {', '.join(missing)} in {paths.questions / 'eval'}")
     return {dataset: found[dataset][: params.evaluate.limit] for dataset in datasets}
 
 

@@ -7,11 +7,9 @@ from typing import Any
 from skillrag import runtime
 from skillrag.config import Params
 from skillrag.paths import Paths
-from skillrag.stages.common import exclusive
 from skillrag.stages.settings import run_settings
 
 
-@exclusive
 def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     """The learned router, trained on gold labels: on the first `train_router.train_questions`
     train questions, skill exploration (skillrag.methods.exploration: from every wrong
@@ -22,12 +20,12 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     of weights. Examples per label and, when trained, the cross-validated accuracy against the
     majority label go to reports/router_metrics.json."""
     from skillrag.data.splits import load_split
-    from skillrag.eval.metrics import accuracy
     from skillrag.eval.runner import run_method
     from skillrag.files import write_json
     from skillrag.lm.base import resolve_layers
     from skillrag.methods import Components
     from skillrag.methods.exploration import SkillExploration, build_router_dataset
+    from skillrag.metrics import accuracy
     from skillrag.skills.learned_router import (
         cross_validate_router,
         fit_router,
@@ -56,7 +54,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
         record_untrained(paths.router, f"{reason} ({len(traces)} questions run)")
         report.update(trained=False, reason=reason, cv_folds=0, cv_accuracy=None)
     else:
-        fit_router(x, labels, layers, params.train_router.c).save(paths.router)
+        fit_router(x, labels, layers, params.train_router.c).save(paths.router, runtime.model_identity(params))
         report.update(trained=True, **cross_validate_router(x, labels, params.train_router.c))
     write_json(paths.router_metrics, report)
     return report

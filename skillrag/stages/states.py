@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from skillrag import runtime
 from skillrag.config import Params
 from skillrag.paths import Paths
-from skillrag.stages.common import ShardMap, exclusive, in_process, shard_of
+from skillrag.stages.common import ShardMap, in_process, shard_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,6 @@ Task = tuple["Question", str]  # (question, strategy)
 States = dict[str, dict[int, "torch.Tensor"]]  # pooling -> layer -> [rows, hidden]
 
 
-@exclusive
 def extract(params: Params, paths: Paths, shards: int = 1, map_shards: ShardMap = in_process) -> dict[str, Any]:
     """Answer the train+dev questions per strategy with state capture into data/states/.
 
@@ -157,7 +156,7 @@ def answer_tasks(
 def _row(question: Question, strategy: str, attempt: Attempt) -> dict[str, Any]:
     """One labelled row: em / acc of the strict answer (no `Answer:` scores wrong), whether it
     had none, whether the generation ended on the token budget, and its tokens."""
-    from skillrag.eval.metrics import score_answer
+    from skillrag.metrics import score_answer
 
     gen = attempt.generation
     scores = score_answer(attempt.answer, question.answers)

@@ -27,13 +27,13 @@ from typing import Any
 
 from skillrag import runtime
 from skillrag.config import Params
+from skillrag.errors import ArtifactError, ConfigError
 from skillrag.lm.base import Generation
 from skillrag.methods.dragin import THRESHOLD, highest_rind
 from skillrag.methods.entropy_rag import CUT, mean_entropy
 from skillrag.methods.flare import THETA, lowest_probability
 from skillrag.methods.thresholds import pick_threshold, reaches, retrieval_rate
 from skillrag.paths import Paths
-from skillrag.stages.common import exclusive
 
 RULE = (
     "each threshold sends to retrieval the share of dev questions closest to the target, judged on one "
@@ -78,7 +78,6 @@ def stored_generation(row: Any) -> Generation:
     )
 
 
-@exclusive
 def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     """Choose every trigger threshold on dev (see the module docstring) from the first
     `tune_thresholds.questions_per_dataset` dev questions of each dataset; write the thresholds
@@ -92,7 +91,7 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     dev = load_split(paths.questions, "dev", params.prepare.max_question_chars)
     questions = [q for qs in dev.values() for q in qs[: params.tune_thresholds.questions_per_dataset]]
     if not questions:
-        raise ValueError(f"no dev questions in {paths.questions / 'dev'}: run `skillrag prepare`")
+        raise ArtifactError(f"no dev questions in {paths.questions / 'dev'}: run `skillrag prepare`")
     stored = _closed_book_rows(paths, [q.id for q in questions])
     lm = runtime.open_lm(params)
     target = params.tune_thresholds.target_retrieval_rate

@@ -10,7 +10,7 @@ from itertools import product
 import numpy as np
 import pytest
 
-from skillrag.files import DataError
+from skillrag.errors import ArtifactError
 from skillrag.lm.base import state_vector
 from skillrag.methods import Components, build_method
 from skillrag.methods.complexity import (
@@ -24,13 +24,14 @@ from tests.fakes import CORPUS, FakeLM, OverlapRetriever, answer, hidden_state
 from tests.methods.test_methods_pipelines import QUESTION, stages
 
 LAYERS = (3, 4)
+IDENTITY = {"name": FakeLM.name, "dtype": "float32", "digest": None, "licence": None}  # as model_identity gives it
 FEATURE = {"no_retrieval": " So", "single_step": " The", "ircot": " First"}  # the scripted first token per route
 
 
 def classifier():
     """Separates the states the fake LM gives for each scripted first token."""
     x = np.stack([state_vector({l: hidden_state(FEATURE[s], l, FakeLM.hidden_size) for l in LAYERS}, LAYERS) for s in STRATEGIES])
-    return fit_classifier(np.repeat(x, 2, axis=0), [s for s in STRATEGIES for _ in range(2)], LAYERS, FakeLM.name, c=100.0)
+    return fit_classifier(np.repeat(x, 2, axis=0), [s for s in STRATEGIES for _ in range(2)], LAYERS, IDENTITY, c=100.0)
 
 
 def run_adaptive(replies):
@@ -80,22 +81,18 @@ def test_running_ircot_only_where_the_label_needs_it_gives_every_label_full_labe
 
 
 def test_the_classifier_artifact_is_refused_when_missing_altered_or_from_another_model(tmp_path):
-    lm = FakeLM()
-    with pytest.raises(FileNotFoundError, match="skillrag train-adaptive"):
-        load_classifier(tmp_path / "adaptive", lm)
+    with pytest.raises(ArtifactError, match="skillrag train-adaptive"):
+        load_classifier(tmp_path / "adaptive", IDENTITY)
     with pytest.raises(ValueError, match="skillrag train-adaptive"):
-        build_method("adaptive_rag", Components(lm, OverlapRetriever(CORPUS)))
+        build_method("adaptive_rag", Components(FakeLM(), OverlapRetriever(CORPUS)))
     classifier().save(tmp_path / "adaptive")
-    loaded = load_classifier(tmp_path / "adaptive", lm)
+    loaded = load_classifier(tmp_path / "adaptive", IDENTITY)
     assert loaded.linear.classes == tuple(sorted(STRATEGIES)) and loaded.linear.layers == LAYERS
     record = json.loads((tmp_path / "adaptive" / "classifier.json").read_text())
-    assert record["model"] == FakeLM.name and len(record["sha256"]) == 64
-
-    class Other(FakeLM):
-        name = "other-lm"
-
-    with pytest.raises(ValueError, match="reads 'fake-lm'"):
-        load_classifier(tmp_path / "adaptive", Other())
+    assert len(record["sha256"]) == 64
+    for other in ({"name": "other-lm"}, {"dtype": "bfloat16"}, {"digest": "e2" * 32}):
+        with pytest.raises(ArtifactError, match=r"built from fake-lm \(float32, .*current model is .*skillrag train-adaptive"):
+            load_classifier(tmp_path / "adaptive", {**IDENTITY, **other})
     (tmp_path / "adaptive" / "linear" / "router.safetensors").write_bytes(b"tampered")
-    with pytest.raises(DataError, match="altered"):
-        load_classifier(tmp_path / "adaptive", lm)
+    with pytest.raises(ArtifactError, match="altered"):
+        load_classifier(tmp_path / "adaptive", IDENTITY)

@@ -24,7 +24,7 @@ def test_question_states_on_a_real_model_feed_the_classifier():
     np.testing.assert_allclose(x, alone, atol=1e-4)  # a question's state does not depend on its batch
     assert not np.allclose(x[0], x[1])  # the state reads the question
 
-    classifier = fit_classifier(x, list(STRATEGIES), layers, lm.name, c=10.0)
+    classifier = fit_classifier(x, list(STRATEGIES), layers, {"name": lm.name}, c=10.0)
     for question, strategy in zip(QUESTIONS, STRATEGIES):
         routing = classifier.choose(lm, question)
         assert routing.skill == strategy and abs(sum(routing.scores.values()) - 1) < 1e-5

@@ -11,11 +11,13 @@ def test_layout_is_layernorm_then_linear_silu_blocks_then_two_logits():
     assert [block.out_features for block in model.net if isinstance(block, nn.Linear)] == [8, 4, 2]
 
 
-def test_returns_unnormalised_logits():
+def test_returns_the_last_layers_output_as_logits_not_probabilities():
+    """With the last layer's weights zeroed, the output is exactly its bias for any input: nothing
+    (softmax, log-softmax, sigmoid) is applied after it, so cross-entropy gets raw logits."""
     torch.manual_seed(0)
     model = LayerProber(16, [8])
     with torch.no_grad():
+        model.net[-1].weight.zero_()
         model.net[-1].bias.copy_(torch.tensor([5.0, -5.0]))
-        logits = model(torch.randn(5, 16))
-    assert logits.shape == (5, 2)
-    assert not torch.allclose(logits.sum(dim=-1), torch.ones(5))
+        logits = model(torch.randn(5, 16) * 10)
+    assert torch.equal(logits, torch.tensor([[5.0, -5.0]] * 5))

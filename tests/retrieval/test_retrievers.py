@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from skillrag.errors import ArtifactError
 from skillrag.retrieval import BACKENDS, BM25sRetriever, IndexMissingError, Retriever, open_retriever
 from tests.retrieval.corpus import BuiltIndex
 
@@ -64,7 +65,7 @@ def test_lucene_takes_bm25_parameters_at_query_time(built: BuiltIndex) -> None:
 
 
 def test_bm25s_refuses_parameters_it_was_not_built_with(built: BuiltIndex) -> None:
-    with pytest.raises(ValueError, match="built with k1=0.9, b=0.4"):
+    with pytest.raises(ArtifactError, match="built with k1=0.9, b=0.4"):
         BM25sRetriever(built.index_dir, k1=1.2, b=0.75)
 
 

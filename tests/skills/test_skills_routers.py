@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from skillrag.files import DataError
+from skillrag.errors import ArtifactError
 from skillrag.methods import Round, Trace
 from skillrag.methods.exploration import build_router_dataset
 from skillrag.skills import (
@@ -25,6 +25,8 @@ from tests.fakes import FakeLM
 
 LAYERS = (2, 4)
 SIZE = 6
+# What skillrag.lm.loading.model_identity says of the model whose states the router learned from.
+IDENTITY = {"name": "tiny-llama", "dtype": "float32", "digest": "d1" * 32, "licence": None}
 SKILLS = ("evidence_focusing", "query_rewriting", "question_decomposition")
 
 
@@ -121,24 +123,49 @@ def test_learned_router_separates_synthetic_failure_states_and_survives_save_loa
     predicted = [router.choose(state(hidden=hidden_for(v))).skill for v in test_x]
     assert np.mean([p == t for p, t in zip(predicted, test_labels)]) > 0.95
 
-    router.save(tmp_path / "router")
+    router.save(tmp_path / "router", IDENTITY)
     assert sorted(p.name for p in (tmp_path / "router").iterdir()) == ["router.json", "router.safetensors"]
-    assert json.loads((tmp_path / "router" / "router.json").read_text())["classes"] == list(SKILLS)
-    loaded = load_learned_router(tmp_path / "router", expected_hidden_size=SIZE)
+    record = json.loads((tmp_path / "router" / "router.json").read_text())
+    assert record["classes"] == list(SKILLS) and record["identity"] == IDENTITY
+    loaded = load_learned_router(tmp_path / "router", IDENTITY)
     assert np.allclose(loaded.probabilities(test_x), router.probabilities(test_x))
-    with pytest.raises(ValueError, match="reads hidden size 6, the current model has 576"):
-        load_learned_router(tmp_path / "router", expected_hidden_size=576)
+
+
+@pytest.mark.parametrize(
+    ("running", "named"),
+    [
+        ({"name": "smollm2-135m"}, r"built from tiny-llama \(float32, .*current model is smollm2-135m \(float32"),
+        ({"dtype": "bfloat16"}, r"built from tiny-llama \(float32, .*current model is tiny-llama \(bfloat16"),
+        ({"digest": "e2" * 32}, r"weights digest d1d1d1d1d1d1\).*current model is tiny-llama \(float32, weights digest e2e2e2e2e2e2\)"),
+    ],
+)
+def test_a_router_learned_from_another_model_dtype_or_weights_is_refused_naming_both(tmp_path, running, named):
+    x, labels = separable(30)
+    fit_router(x, labels, LAYERS).save(tmp_path / "router", IDENTITY)
+    with pytest.raises(ArtifactError, match=named + ".*skillrag train-router"):
+        load_learned_router(tmp_path / "router", {**IDENTITY, **running})
+
+
+def test_a_router_that_records_no_identity_is_refused(tmp_path):
+    x, labels = separable(30)
+    fit_router(x, labels, LAYERS).save(tmp_path / "router", IDENTITY)
+    record_file = tmp_path / "router" / "router.json"
+    record = json.loads(record_file.read_text())
+    del record["identity"]  # a router saved before identities were recorded
+    record_file.write_text(json.dumps(record))
+    with pytest.raises(ArtifactError, match="records no model identity.*skillrag train-router"):
+        load_learned_router(tmp_path / "router", IDENTITY)
 
 
 def test_a_damaged_router_file_is_refused_naming_it_and_the_fix(tmp_path):
     x, labels = separable(30)
-    fit_router(x, labels, LAYERS).save(tmp_path / "router")
+    fit_router(x, labels, LAYERS).save(tmp_path / "router", IDENTITY)
     weights = tmp_path / "router" / "router.safetensors"
     data = bytearray(weights.read_bytes())
     data[-8:] = b"\x00" * 8  # same size, other bytes
     weights.write_bytes(bytes(data))
-    with pytest.raises(DataError, match=r"router\.safetensors is corrupted .*skillrag train-router"):
-        load_learned_router(tmp_path / "router")
+    with pytest.raises(ArtifactError, match=r"router\.safetensors is corrupted .*skillrag train-router"):
+        load_learned_router(tmp_path / "router", IDENTITY)
 
 
 def test_two_classes_match_sklearn_and_one_class_is_constant():
@@ -208,8 +235,8 @@ def test_untrained_router_note_explains_why_loading_fails(tmp_path):
     from skillrag.skills.learned_router import load_learned_router, record_untrained
 
     record_untrained(tmp_path / "router", "too few failure states per skill to learn from")
-    with pytest.raises(FileNotFoundError, match="too few failure states.*skillrag train-router"):
-        load_learned_router(tmp_path / "router")
+    with pytest.raises(ArtifactError, match="too few failure states.*skillrag train-router"):
+        load_learned_router(tmp_path / "router", IDENTITY)
 
 
 def test_cross_validation_scores_held_out_states_against_the_majority_skill():

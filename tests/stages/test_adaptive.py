@@ -11,6 +11,7 @@ import pytest
 
 from skillrag import runtime, stages
 from skillrag.config import load_params
+from skillrag.errors import ArtifactError
 from skillrag.eval.runner import read_traces, settings_file
 from skillrag.lm.base import Generation
 from skillrag.methods.complexity import STRATEGIES, load_classifier
@@ -84,7 +85,7 @@ def trained(tmp_path, monkeypatch):
 
 
 def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_dev(trained):
-    _, paths, lm, report = trained
+    params, paths, lm, report = trained
     # every label what running all three strategies gives (expected_label); IRCoT ran only on the
     # single-hop (nq) questions neither simpler strategy answered: plans 2 and 3
     assert report["train"] == {
@@ -97,7 +98,7 @@ def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_de
     # routed: IRCoT also ran where the classifier chose it (hotpotqa plans 2 and 3)
     assert dev["acc"] == {"adaptive": 0.75, "no_retrieval": 0.25, "single_step": 0.5}
     assert json.loads(paths.adaptive_metrics.read_text()) == report
-    classifier = load_classifier(paths.adaptive, lm)
+    classifier = load_classifier(paths.adaptive, runtime.model_identity(params))  # the stage recorded the model
     assert set(classifier.linear.classes) == set(STRATEGIES) and list(classifier.linear.layers) == report["layers"]
     train = read_traces(paths.adaptive_traces("train", "ircot"))
     assert sorted(t.question_id for t in train) == [f"nq-train-{i}" for i in (2, 3, 6, 7)]
@@ -126,7 +127,7 @@ def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage
 
     shutil.rmtree(paths.adaptive)
     shutil.rmtree(paths.runs)
-    with pytest.raises(FileNotFoundError, match=r"run `skillrag train-adaptive` \(or `dvc repro train_adaptive`\)"):
+    with pytest.raises(ArtifactError, match=r"run `skillrag train-adaptive` \(or `dvc repro train_adaptive`\)"):
         stages.evaluate(evaluated, paths)
     single = load_params(paths.root / "params.yaml", overrides=["evaluate.methods=[single_step]", "evaluate.datasets=[hotpotqa]"])
     assert stages.evaluate(single, paths)["single_step"]["hotpotqa"]["n"] == 4

@@ -1,4 +1,7 @@
-"""The real bundled default model, end to end (marked slow: minutes on a small CPU)."""
+"""Two small real bundled models end to end (marked slow: minutes on a small CPU): SmolLM2-135M,
+the tests' model, and Qwen2.5-Coder-0.5B, of the default model's family (Qwen2.5-Coder; same
+tokenizer and end tokens). The default model itself (qwen2.5-coder-1.5b) is not loaded here: it
+is too large for the test machines; the default run exercises it."""
 
 from __future__ import annotations
 

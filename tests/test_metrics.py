@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillrag.eval.metrics import score_answer
+from skillrag.metrics import score_answer
 
 ABSTAIN = "I cannot answer this question."
 
