@@ -12,6 +12,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from skillrag.errors import ConfigError
 from skillrag.text import answer_span
 
 
