@@ -37,7 +37,14 @@ from skillrag.data.schema import Question
 from skillrag.eval.metrics import score_answer
 from skillrag.files import atomic_path, publish, write_json
 from skillrag.lm.base import LM, Generation, default_layers
-from skillrag.probe.states import ROW_COLUMNS, load_features, read_meta, read_rows, write_shard
+from skillrag.probe.states import (
+    DEFAULT_POOLING,
+    ROW_COLUMNS,
+    load_features,
+    read_meta,
+    read_rows,
+    write_shard,
+)
 from skillrag.prompts import load_prompt
 from skillrag.prompts.cot import STOP, Prompt, cot_prompt, parse_answer
 from skillrag.retrieval.base import Retriever
@@ -113,6 +120,9 @@ def _row(question: Question, strategy: str, prompt: Prompt, gen: Generation) -> 
         "mean_entropy": float(np.mean(gen.entropies)) if len(gen.entropies) else 0.0,
         "prompt_tokens": gen.prompt_tokens,
         "new_tokens": len(gen.entropies),
+        "logprobs": list(gen.logprobs),
+        "entropies": list(gen.entropies),
+        "pieces": list(gen.pieces),
     }
 
 
@@ -208,7 +218,7 @@ def extract_states(
             last = number * batch_size >= len(todo)
             if last or len(rows) >= checkpoint_rows or time.monotonic() - saved >= checkpoint_seconds:
                 with interrupts.deferred():  # a checkpoint is written whole
-                    write_shard(work, shard, rows, {layer: torch.cat(ts) for layer, ts in hidden.items()})
+                    write_shard(work, shard, rows, {DEFAULT_POOLING: {layer: torch.cat(ts) for layer, ts in hidden.items()}})
                 shard, rows, saved = shard + 1, [], time.monotonic()
                 hidden = {layer: [] for layer in layers}
     publish(work, out_dir)
@@ -247,7 +257,7 @@ def merge_states(
             chosen = order[start : start + checkpoint_rows]
             write_shard(
                 tmp, number, rows.iloc[start : start + checkpoint_rows].to_dict("records"),
-                {layer: hidden[layer][chosen] for layer in layers},
+                {DEFAULT_POOLING: {layer: hidden[layer][chosen] for layer in layers}},
             )
         write_json(tmp / "meta.json", meta)
     return _summary(read_rows(out_dir), len(starts))

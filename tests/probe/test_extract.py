@@ -43,7 +43,7 @@ class RuleLM:
                 text = " Looked it up.\nAnswer: " + ("Paris" if body.startswith("Passages:") else "Rome")
             n = len(text.split())
             hidden = {l: hidden_state(question + text, l, self.hidden_size) for l in capture}
-            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, 10, hidden, "stop"))
+            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, 10, hidden, "stop", pieces=text.split()))
         return out
 
 
@@ -126,9 +126,9 @@ def test_gate_rejects_non_finite_states(tmp_path):
     _extract(RuleLM(), out)
     from safetensors.torch import load_file, save_file
 
-    shard = out / "shard-00000.safetensors"
+    shard = out / "shard-00000.layer_2.safetensors"
     tensors = load_file(str(shard))
-    tensors["layer_2"][0, 0] = float("nan")
+    tensors["generated_mean"][0, 0] = float("nan")
     save_file(tensors, str(shard))
     with pytest.raises(GateFailed, match="finite"):
         gate_states(out)
