@@ -158,7 +158,7 @@ class FakeProber:
             raise AssertionError("FakeProber: no scripted score left")
         return self.scores.pop(0)
 
-    def accepts(self, score: float) -> bool:
+    def accepts(self, score: float, stage: str) -> bool:
         return score > 0.5
 
 
@@ -304,7 +304,7 @@ class HashProber:
     def score(self, hidden: Mapping[int, torch.Tensor]) -> float:
         return float(torch.sigmoid(hidden[2].sum() + hidden[4].sum()))
 
-    def accepts(self, score: float) -> bool:
+    def accepts(self, score: float, stage: str) -> bool:
         return score > 0.5
 
 

@@ -41,7 +41,7 @@ class Prober(Protocol):
 
     def score(self, hidden: Mapping[int, torch.Tensor]) -> float: ...
 
-    def accepts(self, score: float) -> bool: ...
+    def accepts(self, score: float, stage: str) -> bool: ...
 
 
 class Gate(Protocol):
@@ -53,7 +53,7 @@ class Gate(Protocol):
 
     def score(self, generation: Generation) -> float: ...
 
-    def accepts(self, score: float) -> bool: ...
+    def accepts(self, score: float, stage: str) -> bool: ...  # stage1: closed-book; stage2: over passages
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ class ProberGate:
     def score(self, generation: Generation) -> float:
         return self.prober.score(generation.hidden or {})
 
-    def accepts(self, score: float) -> bool:
-        return self.prober.accepts(score)
+    def accepts(self, score: float, stage: str) -> bool:
+        return self.prober.accepts(score, stage)
 
 
 @dataclass(frozen=True)
@@ -253,7 +253,8 @@ def answer_with(
         return Attempt(parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, None, None, **read)
     score = gate.score(gen)
     return Attempt(
-        parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, score, gate.accepts(score), **read
+        parsed.reasoning, parsed.answer, tuple(passages), gen.hidden, score,
+        gate.accepts(score, "stage2" if passages else "stage1"), **read
     )
 
 

@@ -38,8 +38,8 @@ class EntropyGate:
     def score(self, generation: Generation) -> float:
         return mean_entropy(generation)
 
-    def accepts(self, score: float) -> bool:
-        return score <= self.cut
+    def accepts(self, score: float, stage: str) -> bool:
+        return score <= self.cut  # one cut at every stage
 
 
 class EntropyRAG(ProbingRAG):

@@ -89,7 +89,7 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
             capture=gate.layers if gate else None, prefix=prompts[0].prefix, attention=True,
         )
     if gate is not None:
-        target = sum(not gate.accepts(gate.score(g)) for g in generations) / len(generations)
+        target = sum(not gate.accepts(gate.score(g), "stage1") for g in generations) / len(generations)
     datasets = sorted({q.dataset for q in questions})
     chosen: dict[str, float] = {}
     report: dict[str, Any] = {

@@ -58,7 +58,7 @@ class ScoreProber:
     def score(self, hidden):
         return float(hidden[2][0])
 
-    def accepts(self, score):
+    def accepts(self, score, stage):
         return score > 0.5
 
 
