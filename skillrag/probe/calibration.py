@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from scipy.stats import rankdata
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, roc_auc_score
 
@@ -46,6 +47,14 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float | None:
     return float(roc_auc_score(labels, scores)) if len(np.unique(labels)) == 2 else None
 
 
+def _mann_whitney_auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """AUROC as the Mann-Whitney U of the positives' ranks (ties averaged): sklearn's value,
+    without its input validation, which dominates a thousand bootstrap replicates."""
+    ranks = rankdata(scores)
+    n_pos = int(labels.sum())
+    return float((ranks[labels == 1].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * (len(labels) - n_pos)))
+
+
 def _interval(values: list[float] | np.ndarray) -> list[float] | None:
     """The 95% percentile interval, None without any value."""
     return [float(v) for v in np.percentile(values, [2.5, 97.5])] if len(values) else None
@@ -65,7 +74,7 @@ def grouped_bootstrap_auroc(
         rows = np.concatenate([rows_of[i] for i in rng.integers(len(rows_of), size=len(rows_of))])
         if len(np.unique(labels[rows])) == 2:
             for name, values in scores.items():
-                draws[name].append(float(roc_auc_score(labels[rows], np.asarray(values)[rows])))
+                draws[name].append(_mann_whitney_auroc(np.asarray(values)[rows], labels[rows]))
     out: dict[str, Any] = {name: {"auroc": auroc(np.asarray(v), labels), "auroc_ci": _interval(draws[name])} for name, v in scores.items()}
     first, second = list(scores)[:2]
     point = None if out[first]["auroc"] is None else out[first]["auroc"] - out[second]["auroc"]

@@ -105,3 +105,14 @@ def test_bootstrap_intervals_resample_questions_and_contain_the_point_estimates(
     assert out["strong"]["auroc_ci"][0] > out["weak"]["auroc"]  # the stronger score is clearly better
     assert out["difference"]["auroc_ci"][0] > 0 and out["replicates"] == 300
     assert out == grouped_bootstrap_auroc({"strong": strong, "weak": weak}, labels, groups, replicates=300, seed=1)
+
+
+def test_the_bootstraps_auroc_is_sklearns():
+    from sklearn.metrics import roc_auc_score
+
+    from skillrag.probe.calibration import _mann_whitney_auroc
+
+    rng = np.random.default_rng(5)
+    labels = (rng.uniform(size=50) < 0.4).astype(int)
+    scores = np.round(labels + rng.normal(0, 1, 50), 1)  # with ties
+    assert _mann_whitney_auroc(scores, labels) == pytest.approx(roc_auc_score(labels, scores))
