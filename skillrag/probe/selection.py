@@ -2,8 +2,8 @@
 
 Candidates: every pooling the states hold (or the one `probe.pooling` names) x a network (a
 class-balanced logistic regression on standardised states per inverse strength in `probe.cv_c`,
-or one hidden layer per width in `probe.cv_hidden`, trained by the weighted recipe) x the layers
-it reads (all prober layers, P(correct) averaged, or the single layer with the best CV AUROC).
+or one hidden layer per width in `probe.cv_hidden`, trained by the weighted recipe, on the
+pooling the regressions rank best) x the layers it reads (all prober layers, P(correct) averaged, or the single layer with the best CV AUROC).
 Folds are sklearn's StratifiedGroupKFold by question id: a question's closed-book and
 single-step rows share most of their state, and splitting them would leak the label. Each
 candidate scores the mean (and sd) over folds of the held-out AUROC; the best mean wins, ties
@@ -92,29 +92,60 @@ def _summary(values: list[float | None]) -> dict[str, Any]:
     }
 
 
+def _evaluate(
+    pooling: str, by_layer: Features, network: Network, folds: list[tuple[np.ndarray, np.ndarray]],
+    labels: np.ndarray, groups: np.ndarray, params: ProbeParams,
+) -> list[tuple[Recipe, dict[str, Any]]]:
+    """The candidates (all layers averaged, single best layer) of one pooling and network, each
+    with its CV row."""
+    layers = sorted(by_layer)
+    per_layer: dict[int, list[float | None]] = {layer: [] for layer in layers}
+    ensemble: list[float | None] = []
+    for train, held in folds:
+        prober = fit(network, {layer: by_layer[layer][train] for layer in layers}, torch.as_tensor(labels[train]), groups[train], params)
+        probs = prober.layer_probs({layer: by_layer[layer][held] for layer in layers})
+        for layer, p in probs.items():
+            per_layer[layer].append(auroc(p.numpy(), labels[held]))
+        ensemble.append(auroc(torch.stack(list(probs.values())).mean(dim=0).numpy(), labels[held]))
+    best = max(layers, key=lambda layer: _summary(per_layer[layer])["auroc_mean"] or 0.0)
+    out = []
+    for subset, chosen, values in (("all", tuple(layers), ensemble), ("best", (best,), per_layer[best])):
+        recipe = Recipe(pooling, network, chosen)
+        out.append((recipe, {**recipe.to_dict(), "subset": subset, **_summary(values)}))
+    return out
+
+
+def _best(candidates: list[tuple[Recipe, dict[str, Any]]]) -> Recipe:
+    """The highest mean CV AUROC; ties go to the earlier candidate."""
+    means = [row["auroc_mean"] if row["auroc_mean"] is not None else -1.0 for _, row in candidates]
+    return candidates[int(np.argmax(means))][0]
+
+
 def cross_validate(
     features: Mapping[str, Features], labels: np.ndarray, groups: np.ndarray, params: ProbeParams
 ) -> tuple[list[dict[str, Any]], Recipe]:
     """The CV table (one row per candidate, JSON-ready) and the chosen recipe, over the train
-    rows' `features` {pooling: {layer: [N, d]}}, `labels` [N] and question ids `groups` [N]."""
+    rows' `features` {pooling: {layer: [N, d]}}, `labels` [N] and question ids `groups` [N].
+
+    The logistic regressions run on every pooling; the one-hidden-layer networks, which cost
+    seconds per layer and fold where a regression costs a tenth of one, only on the pooling the
+    regressions rank best."""
     labels, groups = np.asarray(labels, dtype=int), np.asarray(groups, dtype=str)
     folds = grouped_folds(labels, groups, params.cv_folds, params.seed)
-    table: list[dict[str, Any]] = []
-    recipes: list[Recipe] = []
-    for pooling, by_layer in features.items():
-        layers = sorted(by_layer)
-        for network in networks(params):
-            per_layer: dict[int, list[float | None]] = {layer: [] for layer in layers}
-            ensemble: list[float | None] = []
-            for train, held in folds:
-                prober = fit(network, {l: by_layer[l][train] for l in layers}, torch.as_tensor(labels[train]), groups[train], params)
-                probs = prober.layer_probs({l: by_layer[l][held] for l in layers})
-                for layer, p in probs.items():
-                    per_layer[layer].append(auroc(p.numpy(), labels[held]))
-                ensemble.append(auroc(torch.stack(list(probs.values())).mean(dim=0).numpy(), labels[held]))
-            best = max(layers, key=lambda layer: _summary(per_layer[layer])["auroc_mean"] or 0.0)
-            for chosen, values in ((tuple(layers), ensemble), ((best,), per_layer[best])):
-                recipes.append(Recipe(pooling, network, chosen))
-                table.append({**recipes[-1].to_dict(), "subset": "all" if len(chosen) > 1 else "best", **_summary(values)})
-    means = [row["auroc_mean"] if row["auroc_mean"] is not None else -1.0 for row in table]
-    return table, recipes[int(np.argmax(means))]
+    linear = [n for n in networks(params) if n.kind == "linear"]
+    candidates = [
+        candidate
+        for pooling, by_layer in features.items()
+        for network in linear
+        for candidate in _evaluate(pooling, by_layer, network, folds, labels, groups, params)
+    ]
+    pooling = _best(candidates).pooling if candidates else next(iter(features))
+    candidates += [
+        candidate
+        for network in networks(params)
+        if network.kind == "mlp"
+        for candidate in _evaluate(pooling, features[pooling], network, folds, labels, groups, params)
+    ]
+    if not candidates:
+        raise ValueError("probe.cv_c and probe.cv_hidden are both empty: recipe cv has no candidate")
+    return [row for _, row in candidates], _best(candidates)

@@ -61,7 +61,8 @@ def test_cv_picks_the_pooling_that_carries_the_label(informative):
     params = ProbeParams(cv_folds=4, cv_c=[0.01, 1.0], cv_hidden=[8], max_epochs=10, patience=2)
     table, chosen = cross_validate(_states(labels, informative, seed=3), labels, groups, params)
     assert chosen.pooling == informative
-    assert len(table) == 3 * 3 * 2  # poolings x networks x (all layers, best layer)
+    assert len(table) == (3 * 2 + 1) * 2  # (poolings x regressions + the mlp on the best pooling) x (all layers, best layer)
+    assert {row["pooling"] for row in table if row["network"] == "mlp [8]"} == {informative}
     best = max(row["auroc_mean"] for row in table)
     assert best > 0.85
     assert max(row["auroc_mean"] for row in table if row["pooling"] != informative) < 0.75
