@@ -7,9 +7,9 @@ import torch
 from skillrag.probe.calibration import (
     binary_metrics,
     calibration_report,
-    grouped_bootstrap_auroc,
     cut_metrics,
     expected_calibration_error,
+    grouped_bootstrap_auroc,
     reliability_plot,
 )
 
