@@ -109,23 +109,22 @@ def extract() -> None:
 
 @app.command("train-probe")
 def train_probe() -> None:
-    """Train one prober per layer on the train states (probe.recipe), choose the acceptance cut
-    on dev, report dev AUROC/ECE/acceptance per layer, for the ensemble and for the entropy
-    baseline (reports/probe_metrics.json); the prober is written only if the probe gate passes."""
+    """Train the prober on the train states (probe.recipe: by default chosen by question-grouped
+    CV), choose each stage's acceptance cut on dev by what it does to answers, report dev AUROC
+    with intervals next to the entropy baseline's and what each cut does (reports/probe_metrics.json);
+    the prober is written only if the probe gate passes. Needs train-router's retry rates."""
     report, paths = _run_stage("train-probe")
-    ensemble, auto, paper = report["ensemble"], report["ensemble"]["at_auto_cut"], report["ensemble"]["at_paper_cut"]
     for note in report["notes"]:
         console.print(f"[yellow]note:[/] {note}")
-    if ensemble["auroc"] is not None:
-        best = max((m["auroc"], layer) for layer, m in report["per_layer"].items())
-        console.print(
-            f"dev AUROC: ensemble {ensemble['auroc']:.3f}, best layer {best[1]} ({best[0]:.3f}), "
-            f"entropy baseline {report['entropy_baseline']['auroc']:.3f}; ECE {ensemble['ece']:.3f}"
-        )
-    console.print(
-        f"dev acceptance: {auto['acceptance_rate']:.0%} at the auto cut {report['cut']['auto']:.3f}, "
-        f"{paper['acceptance_rate']:.0%} at the paper cut 0.5 ({report['n_pos']} of {report['n']} dev answers correct)"
-    )
+    recipe = report["recipe"]
+    console.print(f"recipe: {recipe['name']}, pooling {recipe['pooling']}, {recipe['network']}, {len(recipe['layers'])} layer(s)")
+    for stage, what in (("stage1", "retrieves"), ("stage2", "retries")):
+        cut = report["cuts"][stage]
+        if cut["n"]:
+            console.print(
+                f"{stage}: cut {cut['cut']:.3f} {what} {cut['reject_rate']:.0%} of dev answers, dev ACC {cut['acc']:.3f} "
+                f"(all: {cut['acc_reject_all']:.3f}, none: {cut['acc_accept_all']:.3f})"
+            )
     _done("train-probe", report, paths)
 
 

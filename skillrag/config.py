@@ -74,8 +74,13 @@ class ExtractParams(_Section):
 
 
 class ProbeParams(_Section):
-    recipe: Literal["weighted", "paper"] = "weighted"  # see skillrag.probe.training
-    hidden: list[int] = []  # widths of the hidden layers; [] = LayerNorm -> Linear (paper: [256])
+    recipe: Literal["cv", "weighted", "paper"] = "cv"  # cv: skillrag.probe.selection; weighted, paper: skillrag.probe.training
+    pooling: Literal["auto", "generated_mean", "answer_mean", "answer_last"] = "auto"  # auto: chosen by CV (recipe cv), else generated_mean
+    cv_folds: int = Field(5, ge=2)  # recipe cv: question-grouped folds on train
+    cv_c: list[Annotated[float, Field(gt=0)]] = [0.001, 0.01, 0.1]  # recipe cv: logistic regressions' inverse L2 strengths
+    cv_hidden: list[Annotated[int, Field(ge=1)]] = [64]  # recipe cv: one-hidden-layer candidates' widths; [] = linear only
+    call_cost: float = Field(0.0, ge=0.0)  # ACC points per extra LLM call when choosing the dev cuts (skillrag.probe.cuts)
+    hidden: list[int] = []  # weighted/paper recipes: hidden layer widths; [] = LayerNorm -> Linear (paper: [256])
     lr: float = 1e-2  # paper: 1e-3
     epochs: int = Field(2, ge=1)  # paper recipe only
     max_epochs: int = Field(50, ge=1)  # weighted recipe: early stopping's ceiling

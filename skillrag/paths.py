@@ -85,6 +85,11 @@ class Paths:
         return self.root / "data" / "router_traces" / "train.jsonl"
 
     @property
+    def retry_rates(self) -> Path:
+        """What a retry does to right and wrong single-step answers (train_router; read by train_probe)."""
+        return self.router_traces.with_name("retries.json")
+
+    @property
     def runs(self) -> Path:
         return self._data / "runs"
 

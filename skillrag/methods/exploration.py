@@ -4,7 +4,10 @@ A failure state is a question whose single-step answer (retrieve with the questi
 the top-k) is wrong by gold. From it every query skill is tried once, in the fixed order of
 `QUERY_SKILLS`, each from the same failure state and evidence, until one gives a right answer.
 `build_router_dataset` labels the state with that skill, or with `exit` when none helped
-(stopping was right): the training set of `skillrag.skills.learned_router`. No prober is
+(stopping was right): the training set of `skillrag.skills.learned_router`. A question whose
+single-step answer is right gets one retry too (the first query skill that writes a query), so
+`retry_rates` can say what a retry does to a right answer as well as to a wrong one: the
+prober's stage-2 cut (skillrag.probe.cuts) weighs accepting an answer against retrying it. No prober is
 involved, so the data depends neither on a prober nor on its acceptance threshold. Correctness
 is passed in (the stage uses the evaluation's accuracy): methods and skills do not import the
 eval layer.
@@ -39,18 +42,19 @@ class SkillExploration(Method):
 
     def run(self, session: Session) -> None:
         golds = session.question.answers
-        failed = session.answer_round("retrieval", [session.question.question])
-        if not self.is_correct(failed.answer, golds):
-            state = session.failure_state(failed, 1)
-            for name in QUERY_SKILLS:
-                result = self.skills[name].apply(state)
-                notes = [result.fallback] if result.fallback else []
-                if not result.queries:
-                    session.decision_round(name, failed.answer, fallbacks=notes)
-                    continue
-                session.last = failed  # every skill starts from the failure's evidence
-                if self.is_correct(session.answer_round(name, result.queries, fallbacks=notes).answer, golds):
-                    break
+        first = session.answer_round("retrieval", [session.question.question])
+        first_right = self.is_correct(first.answer, golds)
+        state = session.failure_state(first, 1)
+        for name in QUERY_SKILLS:
+            result = self.skills[name].apply(state)
+            notes = [result.fallback] if result.fallback else []
+            if not result.queries:
+                session.decision_round(name, first.answer, fallbacks=notes)
+                continue
+            session.last = first  # every skill starts from the first answer's evidence
+            right = self.is_correct(session.answer_round(name, result.queries, fallbacks=notes).answer, golds)
+            if right or first_right:
+                break  # a wrong answer: until a skill helps; a right one: one retry
         session.stop("done")
 
 
@@ -76,3 +80,32 @@ def build_router_dataset(traces: Iterable[Trace], is_correct: IsCorrect) -> tupl
             rows.append(trace.rounds[0].state)
             labels.append(label)
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(rows[0]) if rows else 0), labels
+
+
+RETRY_RULE = (
+    "a retry is the first query-skill round that issued queries after the single-step answer "
+    "(QUERY_SKILLS order); after_wrong / after_right: share of explored questions whose retry "
+    "answered right, by whether the single-step answer was right; llm_calls: mean LLM calls of that round"
+)
+
+
+def retry_rates(traces: Iterable[Trace], is_correct: IsCorrect) -> dict[str, object]:
+    """What one retry does to an answer over passages, from exploration traces: P(retry right |
+    single-step wrong), P(retry right | single-step right) (None without such questions) and
+    the LLM calls a retry costs (see RETRY_RULE)."""
+    outcomes: dict[str, list[bool]] = {"after_wrong": [], "after_right": []}
+    calls = []
+    for trace in traces:
+        if trace.termination == "error" or not trace.rounds or trace.rounds[0].stage != "retrieval":
+            continue
+        retry = next((r for r in trace.rounds[1:] if r.stage in QUERY_SKILLS and r.queries), None)
+        if retry is None:
+            continue
+        key = "after_right" if is_correct(trace.rounds[0].answer, trace.golds) else "after_wrong"
+        outcomes[key].append(is_correct(retry.answer, trace.golds))
+        calls.append(retry.cost.llm_calls)
+    return {
+        "rule": RETRY_RULE,
+        **{key: {"n": len(v), "right": sum(v), "rate": sum(v) / len(v) if v else None} for key, v in outcomes.items()},
+        "llm_calls": float(np.mean(calls)) if calls else None,
+    }

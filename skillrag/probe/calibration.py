@@ -1,7 +1,8 @@
 """How good and how honest the prober is on a labelled set: AUROC, expected calibration error
-and accuracy / balanced accuracy / acceptance rate at each acceptance cut, per layer and for
-the ensemble, next to an entropy baseline (a prober that cannot beat mean token entropy adds
-nothing); and the rule that chooses the acceptance cut on dev."""
+and accuracy / balanced accuracy / acceptance rate at a cut, per layer and for the ensemble,
+next to an entropy baseline (a prober that cannot beat mean token entropy adds nothing), and
+AUROC intervals by a question-grouped bootstrap. The acceptance cuts themselves are chosen by
+what they do to answers (skillrag.probe.cuts)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import numpy as np
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from scipy.stats import rankdata
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import accuracy_score, balanced_accuracy_score, roc_auc_score
 
 from skillrag.files import atomic_path
-from skillrag.probe.prober import PAPER_CUT, Prober, accepted
+from skillrag.probe.prober import Prober, accepted
 
 N_BINS = 10
 
@@ -45,26 +47,40 @@ def auroc(scores: np.ndarray, labels: np.ndarray) -> float | None:
     return float(roc_auc_score(labels, scores)) if len(np.unique(labels)) == 2 else None
 
 
-CUT_RULE = (
-    "auto: the cut c on the ensemble's dev P(correct) that maximises the balanced accuracy of "
-    "'accept iff P(correct) > c', over the midpoints between adjacent distinct dev scores plus 0 "
-    "(accept all) and 1 (accept none); ties go to the higher cut (fewer acceptances); a dev set "
-    "with one class gives the paper cut 0.5 (dev figures at the auto cut are optimistic: the cut "
-    "was chosen on them). paper: accept iff P(correct) > 0.5 + probe.threshold"
-)
+def _mann_whitney_auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """AUROC as the Mann-Whitney U of the positives' ranks (ties averaged): sklearn's value,
+    without its input validation, which dominates a thousand bootstrap replicates."""
+    ranks = rankdata(scores)
+    n_pos = int(labels.sum())
+    return float((ranks[labels == 1].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * (len(labels) - n_pos)))
 
 
-def choose_cut(probs: np.ndarray, labels: np.ndarray) -> float:
-    """The acceptance cut on `probs` chosen by CUT_RULE: it balances wrongly accepted against
-    wrongly rejected answers whatever the base rate, where 0.5 accepts most wrong answers of a
-    prober trained on 50/50 data. Midpoints keep the cut off the dev scores themselves."""
-    probs, labels = np.asarray(probs, dtype=float), np.asarray(labels, dtype=int)
-    if len(np.unique(labels)) < 2:
-        return PAPER_CUT
-    distinct = np.unique(probs)
-    candidates = np.concatenate([[0.0], (distinct[:-1] + distinct[1:]) / 2, [1.0]])
-    values = np.array([balanced_accuracy_score(labels, accepted(probs, cut)) for cut in candidates])
-    return float(candidates[np.isclose(values, values.max(), rtol=0.0, atol=1e-12)].max())
+def _interval(values: list[float] | np.ndarray) -> list[float] | None:
+    """The 95% percentile interval, None without any value."""
+    return [float(v) for v in np.percentile(values, [2.5, 97.5])] if len(values) else None
+
+
+def grouped_bootstrap_auroc(
+    scores: Mapping[str, np.ndarray], labels: np.ndarray, groups: np.ndarray, replicates: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """AUROC with a 95% percentile interval for each named score, resampling questions (`groups`)
+    with replacement so a question's rows stay together, plus the paired difference of the first
+    two names (same resamples). Replicates holding one class only are skipped."""
+    labels, groups = np.asarray(labels, dtype=int), np.asarray(groups, dtype=str)
+    rows_of = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {name: [] for name in scores}
+    for _ in range(replicates):
+        rows = np.concatenate([rows_of[i] for i in rng.integers(len(rows_of), size=len(rows_of))])
+        if len(np.unique(labels[rows])) == 2:
+            for name, values in scores.items():
+                draws[name].append(_mann_whitney_auroc(np.asarray(values)[rows], labels[rows]))
+    out: dict[str, Any] = {name: {"auroc": auroc(np.asarray(v), labels), "auroc_ci": _interval(draws[name])} for name, v in scores.items()}
+    first, second = list(scores)[:2]
+    point = None if out[first]["auroc"] is None else out[first]["auroc"] - out[second]["auroc"]
+    out["difference"] = {"auroc": point, "auroc_ci": _interval(np.subtract(draws[first], draws[second]))}
+    out["replicates"] = len(draws[first])
+    return out
 
 
 def cut_metrics(probs: np.ndarray, labels: np.ndarray, cut: float) -> dict[str, float | None]:

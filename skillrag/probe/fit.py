@@ -1,28 +1,43 @@
-"""Stage `train_probe`: per-layer probers on the train rows of `data/states`, evaluated on dev.
+"""Stage `train_probe`: the prober trained on the train rows of `data/states`, evaluated on dev.
 
-`fit_probe` trains, chooses the acceptance cut on dev and builds the dev report, all in memory;
-the stage runs the probe gate on that report and only then `publish`es the prober
-(`data/probe/`), its dev metrics (headline numbers in `reports/probe_metrics.json`, a DVC
-metrics file; everything, per layer, in `reports/probe_detail.json`) and a reliability plot (`reports/figures/probe_reliability.png`), so a prober that fails its gate
-never replaces the one before it.
+`fit_probe` chooses the recipe (question-grouped CV on train, skillrag.probe.selection, unless
+`probe.recipe` names a fixed one), trains it on all train rows, chooses the acceptance cut of
+each stage on dev by what it does to answers (skillrag.probe.cuts) and builds the dev report
+(AUROC with question-bootstrap intervals next to the mean-token-entropy baseline's, the cuts
+with the dev ACC and retrieval rate each gives, a learning curve), all in memory; the stage runs
+the probe gate on that report and only then `publish`es the prober (`data/probe/`), its dev
+metrics (headline numbers in `reports/probe_metrics.json`, a DVC metrics file; everything in
+`reports/probe_detail.json`) and a reliability plot (`reports/figures/probe_reliability.png`),
+so a prober that fails its gate never replaces the one before it.
 """
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from skillrag.config import ProbeParams
 from skillrag.errors import DataError
 from skillrag.files import write_json
-from skillrag.probe.calibration import CUT_RULE, calibration_report, choose_cut, reliability_plot
+from skillrag.probe.calibration import auroc, calibration_report, grouped_bootstrap_auroc, reliability_plot
+from skillrag.probe.cuts import CUT_RULE, choose_cut
 from skillrag.probe.prober import PAPER_CUT, Prober
-from skillrag.probe.states import load_features, read_meta, read_rows
+from skillrag.probe.selection import cross_validate, fit
+from skillrag.probe.states import DEFAULT_POOLING, load_features, read_meta, read_rows, stored_poolings
 from skillrag.probe.training import train_probers
+
+LEARNING_CURVE = (0.25, 0.5, 1.0)  # shares of the train questions
+BOOTSTRAP_REPLICATES = 1000
+
+Trainer = Callable[[pd.DataFrame], Prober]  # train rows -> prober
 
 
 @dataclass(frozen=True)
@@ -44,51 +59,192 @@ class FittedProbe:
 
 
 def headline(report: dict[str, Any]) -> dict[str, Any]:
-    """The numbers `dvc metrics show/diff` compares: the ensemble on dev and the entropy baseline
-    (per-layer figures and notes stay in the detail report)."""
+    """The numbers `dvc metrics show/diff` compares: the ensemble on dev with its interval, the
+    entropy baseline's, the verdict, the recipe and what each stage's cut does on dev (the CV
+    table, per-layer figures and the learning curve stay in the detail report)."""
+    ensemble, entropy = report["ensemble"], report["entropy_baseline"]
     return {
         "n": report["n"],
         "n_pos": report["n_pos"],
-        "ensemble": report["ensemble"],
-        "entropy_auroc": report["entropy_baseline"]["auroc"],
-        "auto_cut": report["cut"]["auto"],
+        "auroc": ensemble["auroc"],
+        "auroc_ci": ensemble["auroc_ci"],
+        "ece": ensemble["ece"],
+        "entropy_auroc": entropy["auroc"],
+        "entropy_auroc_ci": entropy["auroc_ci"],
+        "vs_entropy": report["vs_entropy"]["verdict"],
+        "pooling": report["recipe"]["pooling"],
+        "network": report["recipe"]["network"],
+        "layers": len(report["recipe"]["layers"]),
+        "cuts": {
+            stage: {key: report["cuts"][stage][key] for key in ("cut", "acc", "reject_rate", "acc_reject_all", "acc_accept_all")}
+            for stage in ("stage1", "stage2")
+        },
     }
 
 
-def fit_probe(states_dir: Path, params: ProbeParams) -> FittedProbe:
-    """Train on split == train, choose the acceptance cut and report on split == dev.
+def _poolings(states_dir: Path, params: ProbeParams) -> list[str]:
+    if params.pooling != "auto":
+        return [params.pooling]
+    return stored_poolings(states_dir) if params.recipe == "cv" else [DEFAULT_POOLING]
 
-    The cut chosen on dev (`auto_cut`, see CUT_RULE) is stored in probe.json beside the paper's
-    0.5 whatever `probe.threshold` says: the threshold picks between them when the prober is loaded.
+
+def _labels(rows: pd.DataFrame) -> torch.Tensor:
+    return torch.tensor(rows["acc"].to_numpy().astype(int))
+
+
+def _recipe(states_dir: Path, train: pd.DataFrame, params: ProbeParams) -> tuple[dict[str, Any], dict[str, Any] | None, Trainer]:
+    """(the recipe, the CV record or None, a trainer for it on any train rows)."""
+    poolings = _poolings(states_dir, params)
+    if params.recipe != "cv":
+        pooling = poolings[0]
+
+        def fixed(rows: pd.DataFrame) -> Prober:
+            return train_probers(load_features(states_dir, rows, pooling), _labels(rows), params, groups=rows["id"].tolist())
+
+        network = f"mlp {params.hidden}" if params.hidden else "linear (LayerNorm)"
+        layers = read_meta(states_dir)["layers"]
+        return {"name": params.recipe, "pooling": pooling, "network": network, "layers": layers}, None, fixed
+    features = {pooling: load_features(states_dir, train, pooling) for pooling in poolings}
+    table, chosen = cross_validate(features, train["acc"].to_numpy(), train["id"].to_numpy(), params)
+
+    def chosen_recipe(rows: pd.DataFrame) -> Prober:
+        by_layer = load_features(states_dir, rows, chosen.pooling)
+        return fit(chosen.network, {layer: by_layer[layer] for layer in chosen.layers}, _labels(rows), rows["id"].tolist(), params)
+
+    folds = len(table[0]["folds"])
+    return {"name": "cv", **chosen.to_dict()}, {"folds": folds, "table": table}, chosen_recipe
+
+
+def _load_retries(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise FileNotFoundError(f"no retry rates at {path}: run `skillrag train-router` (or `dvc repro train_router`) first")
+    return json.loads(path.read_text())
+
+
+def _cuts(dev: pd.DataFrame, scores: np.ndarray, retries: dict[str, Any], call_cost: float) -> tuple[dict[str, Any], list[str]]:
+    """Each stage's cut (skillrag.probe.cuts) and notes. Stage 1 on the dev questions with both a
+    closed-book and a single-step row: accepted, the closed-book ACC; rejected, the single-step
+    one (one more LLM call). Stage 2 on the single-step rows: accepted, their ACC; rejected,
+    the retry's success rate for a right or a wrong answer (train_router's exploration), at its
+    measured LLM calls. A stage with nothing to measure on keeps rejecting everything."""
+    notes = []
+    frame = dev.assign(score=scores)
+    closed, single = (frame[frame["strategy"] == s].set_index("id") for s in ("no_retrieval", "single_step"))
+    both = closed.join(single, lsuffix="_closed", rsuffix="_single", how="inner")
+    cuts: dict[str, Any] = {"rule": CUT_RULE, "call_cost": call_cost, "retries": retries}
+    if both.empty:
+        notes.append("stage 1: no dev question has both a closed-book and a single-step answer: the cut rejects everything")
+        cuts["stage1"] = {"cut": 1.0, "acc": None, "reject_rate": 1.0, "acc_reject_all": None, "acc_accept_all": None, "n": 0}
+    else:
+        cuts["stage1"] = choose_cut(
+            both["score_closed"].to_numpy(), both["acc_closed"].to_numpy(), both["acc_single"].to_numpy(), 1.0, call_cost
+        ).to_dict()
+    right, wrong = retries["after_right"]["rate"], retries["after_wrong"]["rate"]
+    if right is None or wrong is None:
+        notes.append(
+            "stage 2: the exploration traces hold no retry of a "
+            f"{'right' if right is None else 'wrong'} single-step answer: a retry is taken to leave it as it was"
+        )
+    acc = single["acc"].to_numpy().astype(float)
+    after_retry = np.where(acc == 1, 1.0 if right is None else right, 0.0 if wrong is None else wrong)
+    if single.empty:
+        notes.append("stage 2: no single-step dev answers: the cut rejects everything")
+        cuts["stage2"] = {"cut": 1.0, "acc": None, "reject_rate": 1.0, "acc_reject_all": None, "acc_accept_all": None, "n": 0}
+    else:
+        calls = retries["llm_calls"] if retries["llm_calls"] is not None else 1.0
+        cuts["stage2"] = choose_cut(single["score"].to_numpy(), acc, after_retry, calls, call_cost).to_dict()
+    for stage, what in (("stage1", "closed-book answers (always retrieving"), ("stage2", "answers over passages (always retrying")):
+        c = cuts[stage]
+        if c["n"] and c["cut"] >= 1.0:
+            notes.append(f"{stage}: the prober rejects every {what}): accepting gains no dev ACC beyond noise")
+    return cuts, notes
+
+
+def _vs_entropy(intervals: dict[str, Any]) -> dict[str, Any]:
+    """Whether the prober ranks dev answers better than mean token entropy, said in words from
+    the paired bootstrap interval of the AUROC difference."""
+    diff = intervals["difference"]
+    if diff["auroc_ci"] is None:
+        verdict, text = "undefined", "AUROC is undefined on dev (one class): the prober cannot be compared with entropy"
+    else:
+        lo, hi = diff["auroc_ci"]
+        span = f"AUROC difference prober - entropy {diff['auroc']:+.3f}, 95% interval [{lo:+.3f}, {hi:+.3f}]"
+        if lo > 0:
+            verdict, text = "beats", f"the prober ranks dev answers better than mean token entropy ({span})"
+        elif hi < 0:
+            verdict, text = "below", f"the prober ranks dev answers worse than mean token entropy ({span})"
+        else:
+            verdict, text = "no_better", f"the prober does not beat mean token entropy on dev: the two are within noise ({span})"
+    return {"difference": diff["auroc"], "difference_ci": diff["auroc_ci"], "verdict": verdict, "text": text}
+
+
+def _learning_curve(trainer: Trainer, train: pd.DataFrame, dev_auroc: Callable[[Prober], float | None], full: Prober, seed: int) -> list[dict[str, Any]]:
+    """Dev AUROC of the same recipe on a seeded share of the train questions (all of their rows)."""
+    ids = np.random.default_rng(seed).permutation(train["id"].unique())
+    curve = []
+    for share in LEARNING_CURVE:
+        kept = ids[: math.ceil(share * len(ids))]
+        entry: dict[str, Any] = {"share": share, "questions": len(kept)}
+        try:
+            entry["auroc"] = dev_auroc(full if share == 1.0 else trainer(train[train["id"].isin(kept)]))
+        except ValueError as err:  # too few right answers in a small share
+            entry.update(auroc=None, note=str(err).splitlines()[0])
+        curve.append(entry)
+    return curve
+
+
+def fit_probe(states_dir: Path, retries_file: Path, params: ProbeParams) -> FittedProbe:
+    """Train on split == train, choose the cuts and report on split == dev.
+
+    The cuts chosen on dev are stored in probe.json (`cuts`) beside the paper's 0.5 whatever
+    `probe.threshold` says: the threshold picks between them when the prober is loaded.
     """
     meta, rows = read_meta(states_dir), read_rows(states_dir)
     train, dev = rows[rows["split"] == "train"], rows[rows["split"] == "dev"]
     if train.empty or dev.empty:
         raise DataError(f"{states_dir} needs train and dev rows (has {len(train)} train, {len(dev)} dev)")
-    prober = train_probers(load_features(states_dir, train), torch.tensor(train["acc"].to_numpy()), params)
-    dev_features, dev_labels = load_features(states_dir, dev), dev["acc"].to_numpy().astype(int)
+    retries = _load_retries(retries_file)
+    recipe, cv, trainer = _recipe(states_dir, train, params)
+    prober = trainer(train)
+    dev_labels = dev["acc"].to_numpy().astype(int)
+    dev_features = load_features(states_dir, dev, recipe["pooling"])
     dev_scores = prober.score_batch(dev_features).numpy()
-    auto_cut = choose_cut(dev_scores, dev_labels)
+    cuts, cut_notes = _cuts(dev, dev_scores, retries, params.call_cost)
     prober.info.update(
         model=meta["model"],
         identity=meta.get("identity"),  # states extracted before identities were recorded have none
         states_fingerprint=meta["fingerprint"],
-        auto_cut=auto_cut,
+        pooling=recipe["pooling"],
+        cuts={stage: cuts[stage]["cut"] for stage in ("stage1", "stage2")},
+        dev_rates={f"{stage}_reject": cuts[stage]["reject_rate"] for stage in ("stage1", "stage2")},
         paper_cut=PAPER_CUT,
         cut_rule=CUT_RULE,
+        recipe=recipe,
     )
-    report = calibration_report(
-        prober, dev_features, torch.as_tensor(dev_labels), dev["mean_entropy"].to_numpy(), {"auto": auto_cut, "paper": PAPER_CUT}
+    report = calibration_report(prober, dev_features, torch.as_tensor(dev_labels), dev["mean_entropy"].to_numpy(), {"paper": PAPER_CUT})
+    intervals = grouped_bootstrap_auroc(
+        {"prober": dev_scores, "entropy": -dev["mean_entropy"].to_numpy(dtype=float)},
+        dev_labels, dev["id"].to_numpy(), BOOTSTRAP_REPLICATES, params.seed,
     )
-    for layer, epochs in prober.info["epochs"].items():
+    report["ensemble"]["auroc_ci"] = intervals["prober"]["auroc_ci"]
+    report["entropy_baseline"]["auroc_ci"] = intervals["entropy"]["auroc_ci"]
+    report["vs_entropy"] = _vs_entropy(intervals)
+    report["bootstrap"] = {"replicates": intervals["replicates"], "resampled": "dev questions"}
+    for layer, epochs in prober.info.get("epochs", {}).items():
         report["per_layer"][layer]["epochs"] = epochs
-    report["recipe"] = params.recipe
-    report["cut"] = {"auto": auto_cut, "paper": PAPER_CUT, "rule": CUT_RULE}
+    report["recipe"] = recipe
+    report["cv"] = cv
+    report["cuts"] = cuts
+    report["learning_curve"] = _learning_curve(
+        trainer, train, lambda model: auroc(model.score_batch(dev_features).numpy(), dev_labels), prober, params.seed
+    )
+    report["notes"] += [report["vs_entropy"]["text"], *cut_notes]
     report["train"] = {  # n_fit: the rows fitted (paper: after downsampling; weighted: n - n_holdout)
         "n": prober.info["n_rows"],
         "n_pos": prober.info["n_pos"],
         "n_fit": prober.info["n_fit"],
         "n_holdout": prober.info["n_holdout"],
+        "questions": int(train["id"].nunique()),
     }
     report["by_strategy"] = {
         strategy: {"n": len(group), "n_pos": int(group["acc"].sum())} for strategy, group in rows.groupby("strategy")

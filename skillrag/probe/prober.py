@@ -3,15 +3,18 @@
 Weights are read only through safetensors (never pickle), so a probe directory from elsewhere
 cannot run code on load. `probe.json` records which model and hidden size the probers read,
 the sha256 of every weights file (verified on load: a corrupted file would otherwise give NaN or
-wrong scores silently) and the dev-chosen acceptance cut. It also records the identity of the
+wrong scores silently), the pooling it reads (`pooling`, skillrag.probe.states) and the
+dev-chosen acceptance cuts per stage (`cuts`, skillrag.probe.cuts). It also records the identity of the
 model whose states it read (`identity`: name, dtype, weights digest, licence). Loading refuses a
 prober built for another model, another dtype or other weights (bfloat16 states differ from
 float32 ones; a re-converted model's from the old one's): its scores would be meaningless
 (`skillrag.identity.check_identity`, the check the learned router and the classifier use too).
 
-The acceptance rule is "accept iff P(correct) > cut". The cut is resolved when the prober is
-loaded, from `probe.threshold`: "auto" takes the cut chosen on dev at training time and stored
-in probe.json (`auto_cut`); a number t gives the paper's rule, cut = 0.5 + t.
+The acceptance rule is "accept iff P(correct) > cut", with one cut per stage: `stage1` for a
+closed-book answer (accept it or retrieve), `stage2` for every answer made over passages (accept
+it or retry). The cuts are resolved when the prober is loaded, from `probe.threshold`: "auto"
+takes the cuts chosen on dev at training time and stored in probe.json (`cuts`); a number t
+gives the paper's rule at both stages, cut = 0.5 + t.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from skillrag.probe.model import LayerProber
 
 BUILD_HINT = "rebuild it with `skillrag train-probe` (or `dvc repro train_probe`)"
 REBUILD_FROM_STATES = "`dvc repro train_probe` (extract then train-probe: the states must come from the model too)"
-STRUCTURE_KEYS = ("layers", "hidden_size", "hidden", "files")
+STRUCTURE_KEYS = ("layers", "hidden_size", "hidden", "norm", "files")
 PAPER_CUT = 0.5
+STAGES = ("stage1", "stage2")
+DEFAULT_POOLING = "generated_mean"
 
 Threshold = Literal["auto"] | float
 
@@ -54,14 +59,14 @@ def accepted(score: Any, cut: float) -> Any:
 
 
 class Prober:
-    """Per-layer probers on CPU; accepts an answer iff mean P(correct) > `cut`.
+    """Per-layer probers on CPU; accepts an answer at a stage iff mean P(correct) > that stage's cut.
 
     `info` holds what the prober cannot know from its modules: training facts (params, the
-    sha256 of the training data, the dev-chosen `auto_cut`) and, once saved or loaded, the model id.
-    A freshly trained prober uses the paper's cut until `use_threshold` says otherwise.
+    sha256 of the training data, the pooling, the dev-chosen `cuts`) and, once saved or loaded,
+    the model id. A freshly trained prober uses the paper's cut until `use_threshold` says otherwise.
     """
 
-    def __init__(self, probers: Mapping[int, LayerProber], info: Mapping[str, Any], cut: float = PAPER_CUT) -> None:
+    def __init__(self, probers: Mapping[int, LayerProber], info: Mapping[str, Any]) -> None:
         if not probers:
             raise ProbeError("a Prober needs at least one layer")
         sizes = {model.input_size for model in probers.values()}
@@ -70,7 +75,7 @@ class Prober:
         self.probers = {layer: probers[layer].cpu().eval() for layer in sorted(probers)}
         self.hidden_size = sizes.pop()
         self.info = dict(info)
-        self.cut = cut
+        self.cuts = dict.fromkeys(STAGES, PAPER_CUT)
 
     @property
     def layers(self) -> list[int]:
@@ -80,16 +85,26 @@ class Prober:
     def hidden(self) -> list[int]:
         return next(iter(self.probers.values())).hidden
 
-    def use_threshold(self, threshold: Threshold) -> float:
-        """Set the acceptance cut from `probe.threshold` ("auto": the stored dev cut; t: 0.5 + t)
-        and return it."""
+    @property
+    def norm(self) -> str:
+        return next(iter(self.probers.values())).norm
+
+    @property
+    def pooling(self) -> str:
+        """Which pooled hidden state the prober reads (Generation.pooled key)."""
+        return str(self.info.get("pooling", DEFAULT_POOLING))
+
+    def use_threshold(self, threshold: Threshold) -> dict[str, float]:
+        """Set the acceptance cuts from `probe.threshold` ("auto": the stored dev cuts; t: 0.5 + t
+        at both stages) and return them."""
         if threshold == "auto":
-            if "auto_cut" not in self.info:
-                raise ProbeError(f"this prober records no dev-chosen cut (auto_cut); {BUILD_HINT}")
-            self.cut = float(self.info["auto_cut"])
+            stored = self.info.get("cuts")
+            if not isinstance(stored, Mapping) or set(stored) != set(STAGES):
+                raise ProbeError(f"this prober records no dev-chosen cuts per stage (cuts); {BUILD_HINT}")
+            self.cuts = {stage: float(stored[stage]) for stage in STAGES}
         else:
-            self.cut = PAPER_CUT + float(threshold)
-        return self.cut
+            self.cuts = dict.fromkeys(STAGES, PAPER_CUT + float(threshold))
+        return dict(self.cuts)
 
     def layer_probs(self, features: Mapping[int, torch.Tensor]) -> dict[int, torch.Tensor]:
         """P(correct) per layer, each [N], for features {layer: [N, hidden_size]}."""
@@ -126,14 +141,12 @@ class Prober:
             raise ProbeError(f"the prober's score is not a number: layers {bad} gave NaN/inf ({cause})")
         return float(torch.stack([p[0] for p in probs.values()]).mean())
 
-    @property
-    def pooling(self) -> str:
-        """The pooling of the states it reads (skillrag.lm.base.POOLINGS)."""
-        return self.info.get("pooling", "generated_mean")
-
-    def accepts(self, score: float, stage: str = "stage1") -> bool:
-        """One cut for both stages until per-stage cuts are trained."""
-        return bool(accepted(score, self.cut))
+    def accepts(self, score: float, stage: str) -> bool:
+        """Whether an answer with this score is accepted at `stage` ("stage1": closed-book,
+        "stage2": over passages)."""
+        if stage not in self.cuts:
+            raise ValueError(f"unknown stage {stage!r}: choose from {list(STAGES)}")
+        return bool(accepted(score, self.cuts[stage]))
 
     def save(self, directory: str | Path, meta: Mapping[str, Any]) -> None:
         """Write `layer_<l>.safetensors` per layer and `probe.json` (with each file's sha256),
@@ -145,7 +158,9 @@ class Prober:
         clash = sorted(set(meta) & set(STRUCTURE_KEYS))
         if clash:
             raise ValueError(f"meta may not set {clash}: they are read from the probers")
-        record = {**self.info, **meta, "layers": self.layers, "hidden_size": self.hidden_size, "hidden": self.hidden}
+        record = {
+            **self.info, **meta, "layers": self.layers, "hidden_size": self.hidden_size, "hidden": self.hidden, "norm": self.norm
+        }
         if not record.get("model"):
             raise ValueError("meta must name the model the prober reads, e.g. {'model': 'smollm2-135m'}")
         with atomic_path(directory) as tmp:
@@ -172,7 +187,7 @@ class Prober:
         try:
             record = json.loads(record_file.read_text())
             layers, hidden_size = record["layers"], record["hidden_size"]
-            hidden, files = record["hidden"], dict(record["files"])
+            hidden, files, norm = record["hidden"], dict(record["files"]), record.get("norm", "layer")
         except (ValueError, KeyError, TypeError) as err:  # ValueError covers JSON and UTF-8 decoding
             raise ProbeError(f"{record_file} is not a valid prober record ({err!r}); {BUILD_HINT}") from None
         if expected_model is not None:  # its states came from another model, dtype or weights: refused
@@ -190,7 +205,7 @@ class Prober:
             path = weights_file(directory, layer)
             if digest(path) != files.get(path.name):
                 raise ProbeError(f"{path} is corrupted (its sha256 differs from probe.json); {BUILD_HINT}")
-            model = LayerProber(hidden_size, hidden)
+            model = LayerProber(hidden_size, hidden, norm)
             try:
                 model.load_state_dict(load_file(path))
             except (RuntimeError, SafetensorError) as err:

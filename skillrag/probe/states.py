@@ -1,10 +1,13 @@
 """The prober's training data on disk (stage `extract`'s output, `data/states/`):
 
-- `rows.parquet`: one row per (question, strategy): id, dataset, split, strategy, prompt_hash,
-  text, answer (strict), em, acc (the label), no_answer, budget_hit, mean_entropy, prompt_tokens,
-  new_tokens, logprobs, entropies, pieces (per kept token), shard, offset;
-- `shard-XXXXX.layer-<l>.safetensors`, one per layer: a tensor per pooling
-  (skillrag.lm.base.POOLINGS) of shape [rows in shard, hidden_size], float32;
+- `shard-XXXXX.parquet`: one row per (question, strategy): id, dataset, split, strategy,
+  prompt_hash, text, answer (strict), em, acc (the label), no_answer, budget_hit, mean_entropy,
+  prompt_tokens, new_tokens and, per kept token, `logprobs`, `entropies` and `pieces` (so a
+  token-level score can be recomputed without the model); `read_rows` adds shard and offset;
+- `shard-XXXXX.layer_<l>.safetensors`: one file per shard and layer, one float32 tensor
+  [rows in shard, hidden_size] per pooling, named by it (`generated_mean`, `answer_mean`,
+  `answer_last`: skillrag.lm.base.POOLINGS), so the prober reads one pooling of one layer
+  without loading the others;
 - `meta.json`: model, layers, hidden_size, and the fingerprint of the run's inputs.
 """
 
@@ -17,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from skillrag.errors import ArtifactError
 from skillrag.files import atomic_path
@@ -26,6 +30,9 @@ ROW_COLUMNS = [
     "id", "dataset", "split", "strategy", "prompt_hash", "text", "answer", "em", "acc", "no_answer",
     "budget_hit", "mean_entropy", "prompt_tokens", "new_tokens", "logprobs", "entropies", "pieces",
 ]
+DEFAULT_POOLING = "generated_mean"
+
+States = Mapping[str, Mapping[int, torch.Tensor]]  # pooling -> layer -> [rows, hidden_size]
 
 
 def shard_name(number: int) -> str:
@@ -33,25 +40,19 @@ def shard_name(number: int) -> str:
 
 
 def layer_file(directory: Path, shard: str, layer: int) -> Path:
-    """The safetensors file of one shard's states at one layer (a tensor per pooling)."""
-    return Path(directory) / f"{shard}.layer-{layer}.safetensors"
+    return Path(directory) / f"{shard}.layer_{layer}.safetensors"
 
 
-def write_shard(
-    directory: Path,
-    number: int,
-    rows: Sequence[Mapping[str, Any]],
-    states: Mapping[str, Mapping[int, torch.Tensor]],
-) -> None:
-    """One shard: its rows (parquet) and its states (pooling -> layer -> [rows, hidden]; one
-    safetensors file per layer), each written atomically; the parquet file lands last, so a
-    shard counts as done only once all are complete."""
+def write_shard(directory: Path, number: int, rows: Sequence[Mapping[str, Any]], states: States) -> None:
+    """One shard: its tensors (one safetensors file per layer, a tensor per pooling) and its rows
+    (parquet), each written atomically; the parquet file lands last, so a shard counts as done
+    only once every file is complete."""
     name = shard_name(number)
-    layers = next(iter(states.values())).keys()
+    layers = sorted({layer for by_layer in states.values() for layer in by_layer})
     for layer in layers:
         with atomic_path(layer_file(directory, name, layer)) as tmp:
             save_file({pooling: by_layer[layer].contiguous() for pooling, by_layer in states.items()}, str(tmp))
-    with atomic_path(directory / f"{name}.parquet") as tmp:
+    with atomic_path(Path(directory) / f"{name}.parquet") as tmp:
         pd.DataFrame(list(rows), columns=ROW_COLUMNS).to_parquet(tmp, index=False)
 
 
@@ -75,16 +76,32 @@ def read_meta(directory: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def load_features(directory: Path, rows: pd.DataFrame, pooling: str = "generated_mean") -> dict[int, torch.Tensor]:
-    """layer -> [len(rows), hidden_size] for the given rows (in their order) in one pooling, read
-    through safetensors."""
+def stored_poolings(directory: Path) -> list[str]:
+    """The poolings the states hold (the tensor names of the first shard's first layer file)."""
+    shards = sorted(Path(directory).glob("shard-*.parquet"))
+    if not shards:
+        return []
+    with safe_open(str(layer_file(directory, shards[0].stem, read_meta(directory)["layers"][0])), "pt") as f:
+        return sorted(f.keys())
+
+
+def load_features(directory: Path, rows: pd.DataFrame, pooling: str = DEFAULT_POOLING) -> dict[int, torch.Tensor]:
+    """layer -> [len(rows), hidden_size] of `pooling` for the given rows (in their order), each
+    tensor read alone through safetensors."""
     layers = read_meta(directory)["layers"]
     pieces: dict[int, list[torch.Tensor]] = {layer: [] for layer in layers}
     order = []
     for shard, group in rows.groupby("shard", sort=True):
         index = torch.tensor(group["offset"].to_numpy())
         for layer in layers:
-            pieces[layer].append(load_file(str(layer_file(directory, shard, layer)))[pooling][index])
+            with safe_open(str(layer_file(directory, str(shard), layer)), "pt") as f:
+                names = f.keys()
+                if pooling not in names:
+                    raise ArtifactError(
+                        f"the states at {directory} hold no pooling {pooling!r} (have {sorted(names)}); "
+                        "rerun `skillrag extract` or set probe.pooling to one they hold"
+                    )
+                pieces[layer].append(f.get_tensor(pooling)[index])
         order.extend(group.index.tolist())
     position = torch.tensor(pd.Series(range(len(order)), index=order).loc[rows.index].to_numpy())
     return {layer: torch.cat(parts)[position] if parts else torch.empty(0) for layer, parts in pieces.items()}

@@ -5,7 +5,8 @@
   the incorrect ones. Class weights rather than resampling: oversampling would repeat each of
   ~30 positives about 20 times an epoch (the network memorises them) and downsampling throws
   away most negatives (the paper recipe kept 58 of 600 rows). A seeded, stratified
-  `holdout_fraction` of train is held out; each layer stops after `patience` epochs without a
+  `holdout_fraction` of the train questions is held out (all rows of a question on one side:
+  its closed-book and single-step answers share most of their state); each layer stops after `patience` epochs without a
   lower held-out (weighted) loss, at most `max_epochs`, and keeps its best epoch's weights.
   Last, the log prior odds of the fitted rows are added to the "correct" logit: weighting makes
   the network answer as if the classes were 50/50, and this brings P(correct) back to the real
@@ -27,16 +28,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from skillrag.config import ProbeParams
 from skillrag.errors import ConfigError, DataError
-from skillrag.probe.model import LayerProber
+from skillrag.probe.model import LayerProber, from_logistic
 from skillrag.probe.prober import Prober
 
 
@@ -62,21 +64,38 @@ def balanced_indices(labels: torch.Tensor, seed: int) -> torch.Tensor:
     return torch.cat([minority, kept]).sort().values
 
 
-def holdout_split(labels: torch.Tensor, fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(fit rows, held-out rows), each in ascending order: per class, a seeded shuffle holds out
-    round(fraction * n_class) rows, but at least one and never all of them, so both parts hold
-    both classes however rare the correct answers (sklearn's stratified split can leave the
-    held-out part without any)."""
-    _need_both_classes(labels, 2, " (the weighted recipe holds some of each out for early stopping)")
+def group_codes(groups: Sequence[object] | None, n: int) -> torch.Tensor:
+    """Each row's question as an integer code; None: every row its own question."""
+    if groups is None:
+        return torch.arange(n)
+    if len(groups) != n:
+        raise ValueError(f"need one question id per row, got {len(groups)} for {n} rows")
+    return torch.as_tensor(np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1].reshape(-1))
+
+
+def holdout_split(
+    labels: torch.Tensor, fraction: float, seed: int, groups: Sequence[object] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fit rows, held-out rows), each in ascending order, split by question (`groups`, None:
+    every row its own): the questions with a correct answer and those without are each shuffled
+    (seeded), and round(fraction * n) of each held out, but at least one and never all, so both
+    parts hold both classes however rare the correct answers (sklearn's stratified split can
+    leave the held-out part without any)."""
+    why = " (the weighted recipe holds some of each out for early stopping)"
+    _need_both_classes(labels, 2, why)
+    codes = group_codes(groups, len(labels))
+    has_correct = torch.zeros(int(codes.max()) + 1, dtype=torch.long).scatter_reduce(0, codes, labels.long(), "amax")
     generator = torch.Generator().manual_seed(seed)
-    fit, held = [], []
+    held_groups = []
     for value in (0, 1):
-        rows = torch.nonzero(labels == value).flatten()
-        rows = rows[torch.randperm(len(rows), generator=generator)]
-        n_held = min(max(1, round(fraction * len(rows))), len(rows) - 1)
-        held.append(rows[:n_held])
-        fit.append(rows[n_held:])
-    return torch.cat(fit).sort().values, torch.cat(held).sort().values
+        members = torch.nonzero(has_correct == value).flatten()
+        members = members[torch.randperm(len(members), generator=generator)]
+        held_groups.append(members[: min(max(1, round(fraction * len(members))), len(members) - 1)])
+    held_mask = torch.isin(codes, torch.cat(held_groups))
+    fit, held = torch.nonzero(~held_mask).flatten(), torch.nonzero(held_mask).flatten()
+    if {int(v) for v in labels[fit].unique()} != {0, 1} or {int(v) for v in labels[held].unique()} != {0, 1}:
+        raise ValueError(f"the prober needs at least 2 questions with and 2 without a correct answer{why}")
+    return fit, held
 
 
 def class_weights(labels: torch.Tensor) -> torch.Tensor:
@@ -171,10 +190,13 @@ def train_probers(
     labels: torch.Tensor,
     params: ProbeParams,
     device: str | torch.device | None = None,
+    groups: Sequence[object] | None = None,
 ) -> Prober:
-    """Train a prober per layer on `features` {layer: [N, d]} and `labels` [N] (1 = correct) by
-    `params.recipe`. Every layer trains on the same rows; layer `l` is seeded with
-    `params.seed + l`. `device` defaults to CUDA when present."""
+    """Train a network per layer on `features` {layer: [N, d]} and `labels` [N] (1 = correct) by
+    the `paper` recipe, or else `weighted` (with `params.hidden`); `groups` are the rows'
+    question ids, which the early-stopping holdout keeps on one side (None: every row its own).
+    Every layer trains on the same rows; layer `l` is seeded with `params.seed + l`. `device`
+    defaults to CUDA when present."""
     _check_inputs(features, labels)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     labels = labels.to(torch.int64)
@@ -184,21 +206,47 @@ def train_probers(
         n_fit, n_holdout = len(rows), 0
         train = partial(_train_paper, y=y, rows=rows.to(device), params=params, device=device)
     else:
-        fit, held = holdout_split(labels, params.holdout_fraction, params.seed)
+        fit, held = holdout_split(labels, params.holdout_fraction, params.seed, groups)
         n_fit, n_holdout = len(fit), len(held)
         train = partial(_train_weighted, y=y, fit=fit.to(device), held=held.to(device), params=params, device=device)
     trained = {
         layer: train(features[layer].float().to(device), seed=params.seed + layer)
-        for layer in tqdm(sorted(features), desc="train probers", unit="layer")
+        for layer in tqdm(sorted(features), desc="train probers", unit="layer", leave=False)
     }
     info = {
-        "recipe": params.recipe,
+        "recipe": "paper" if params.recipe == "paper" else "weighted",
+        "network": "mlp" if params.hidden else "linear",
         "params": params.training(),
-        "data_sha256": data_sha256(features, labels),
-        "n_rows": len(labels),
-        "n_pos": int(labels.sum()),
+        **_facts(features, labels),
         "n_fit": n_fit,
         "n_holdout": n_holdout,
         "epochs": {str(layer): epochs for layer, (_, epochs) in trained.items()},
     }
     return Prober({layer: model.cpu().eval() for layer, (model, _) in trained.items()}, info)
+
+
+def train_logistic(features: Mapping[int, torch.Tensor], labels: torch.Tensor, c: float) -> Prober:
+    """A class-balanced, L2 logistic regression per layer on standardised states (sklearn,
+    inverse strength `c`), each stored as an exact LayerProber (`from_logistic`). As in the
+    weighted recipe, class weights make both classes count, and the log prior odds of the train
+    rows are then added to the "correct" logit to bring P(correct) back to the real rate."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    _check_inputs(features, labels)
+    _need_both_classes(labels, 1, "")
+    y = labels.numpy().astype(int)
+    prior = math.log(y.sum() / (len(y) - y.sum()))
+    probers = {}
+    for layer in sorted(features):
+        pipeline = make_pipeline(StandardScaler(), LogisticRegression(C=c, class_weight="balanced", max_iter=1000))
+        pipeline.fit(features[layer].float().numpy(), y)
+        scaler, regression = pipeline[0], pipeline[1]
+        probers[layer] = from_logistic(scaler.mean_, scaler.scale_, regression.coef_[0], float(regression.intercept_[0]) + prior)
+    info = {"recipe": "logistic", "network": "linear", "params": {"c": c}, **_facts(features, labels), "n_fit": len(y), "n_holdout": 0}
+    return Prober(probers, info)
+
+
+def _facts(features: Mapping[int, torch.Tensor], labels: torch.Tensor) -> dict[str, object]:
+    return {"data_sha256": data_sha256(features, labels), "n_rows": len(labels), "n_pos": int(labels.sum())}

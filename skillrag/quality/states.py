@@ -1,5 +1,5 @@
-"""The states gate (after `extract`): finite tensors of the expected shape, both labels in
-train, train and dev disjoint."""
+"""The states gate (after `extract`): every pooling's tensors finite and of the expected shape,
+per-token lists as long as the answer, both labels in train, train and dev disjoint."""
 
 from __future__ import annotations
 
@@ -13,10 +13,17 @@ from skillrag.quality.gate import Check, run_gate
 
 
 def states_checks(rows: pd.DataFrame, shapes: pd.DataFrame, hidden_size: int) -> dict[str, Check]:
-    """Every shard/layer/pooling tensor finite and [rows in shard, hidden_size]; both labels present in
+    """Every shard/layer/pooling tensor finite and [rows in shard, hidden_size]; each row's
+    logprobs, entropies and pieces one per kept token (new_tokens); both labels present in
     train; no question id in both train and dev."""
     splits_per_id = rows.groupby("id")["split"].nunique().rename("n_splits").reset_index()
     train_labels = rows.loc[rows["split"] == "train", ["acc"]]
+    tokens = pd.DataFrame(
+        {
+            "new_tokens": rows["new_tokens"].astype(int),
+            **{column: rows[column].map(len) for column in ("logprobs", "entropies", "pieces")},
+        }
+    )
     return {
         "tensors": Check(
             shapes,
@@ -27,31 +34,35 @@ def states_checks(rows: pd.DataFrame, shapes: pd.DataFrame, hidden_size: int) ->
                 gxe.ExpectColumnPairValuesToBeEqual(column_A="rows", column_B="expected_rows"),
             ],
         ),
+        "tokens": Check(
+            tokens,
+            [gxe.ExpectColumnPairValuesToBeEqual(column_A=c, column_B="new_tokens") for c in ("logprobs", "entropies", "pieces")],
+        ),
         "labels": Check(train_labels, [gxe.ExpectColumnDistinctValuesToContainSet(column="acc", value_set=[0, 1])]),
         "splits": Check(splits_per_id, [gxe.ExpectColumnValuesToBeInSet(column="n_splits", value_set=[1])]),
     }
 
 
 def gate_states(states_dir: Path) -> dict[str, Any]:
-    """The gate after `extract`, over what is on disk."""
+    """The gate after `extract`, over what is on disk: each shard's layer files must hold the
+    same poolings as the first (a missing layer file or pooling fails every check)."""
     import torch
     from safetensors.torch import load_file
 
-    from skillrag.lm.base import POOLINGS
-    from skillrag.probe.states import layer_file, read_meta, read_rows
+    from skillrag.probe.states import layer_file, read_meta, read_rows, stored_poolings
 
     meta, rows = read_meta(states_dir), read_rows(states_dir)
-    expected = rows.groupby("shard").size()
+    poolings = stored_poolings(states_dir) or ["(none)"]
     shapes = []
-    for shard, n in expected.items():
+    for shard, n in rows.groupby("shard").size().items():
         for layer in meta["layers"]:
-            file = layer_file(states_dir, shard, layer)
-            tensors = load_file(str(file)) if file.is_file() else {}
-            for pooling in POOLINGS:
-                tensor = tensors.get(pooling, torch.empty(0))  # a missing layer or pooling fails every check
+            path = layer_file(states_dir, str(shard), layer)
+            tensors = load_file(str(path)) if path.exists() else {}
+            for pooling in poolings:
+                tensor = tensors.get(pooling, torch.empty(0))
                 shapes.append(
                     {
-                        "tensor": f"{shard}/layer_{layer}/{pooling}",
+                        "tensor": f"{path.name}/{pooling}",
                         "rows": tensor.shape[0],
                         "cols": tensor.shape[1] if tensor.ndim == 2 else -1,
                         "expected_rows": int(n),

@@ -177,23 +177,34 @@ def skill_table(inputs: Inputs) -> str | None:
 
 
 def probe_table(probe: Mapping[str, Any]) -> str | None:
-    """The prober's dev calibration and its acceptance at both cuts (reports/probe_detail.json)."""
+    """The prober on dev (reports/probe_detail.json): AUROC with its interval next to the
+    entropy baseline's, the recipe, and what each stage's cut does to dev answers."""
     if not probe.get("ensemble"):
         return None
-    ens, cut = probe["ensemble"], probe.get("cut", {})
-    rows = []
-    for name, key in (("dev-chosen cut", "at_auto_cut"), ("paper cut (P > 0.5)", "at_paper_cut")):
-        at = ens.get(key, {})
-        value = cut.get("auto" if key == "at_auto_cut" else "paper")
-        rows.append([name, "–" if value is None else f"{value:.3f}", f"{at.get('acceptance_rate', 0):.0%}",
-                     f"{at.get('accuracy', 0):.3f}", f"{at.get('balanced_accuracy', 0):.3f}"])
-    table = markdown_table(["cut", "P(correct) >", "accepted", "accuracy", "balanced accuracy"], rows)
-    auroc, ece = ens.get("auroc"), ens.get("ece")
-    entropy = probe.get("entropy_baseline", {}).get("auroc")
+    ens, entropy = probe["ensemble"], probe.get("entropy_baseline", {})
 
     def fmt(x: Any) -> str:
         return "undefined" if x is None else f"{x:.3f}"
 
-    head = (f"Dev set: {probe.get('n')} answers, {probe.get('n_pos')} right. Ensemble AUROC {fmt(auroc)} "
-            f"(mean-token-entropy baseline {fmt(entropy)}), expected calibration error {fmt(ece)}.")
-    return head + "\n\n" + table
+    def with_ci(block: Mapping[str, Any]) -> str:
+        ci = block.get("auroc_ci")
+        return fmt(block.get("auroc")) + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
+
+    recipe = probe.get("recipe", {})
+    head = (f"Dev set: {probe.get('n')} answers, {probe.get('n_pos')} right. Prober AUROC {with_ci(ens)} "
+            f"(mean-token-entropy baseline {with_ci(entropy)}; 95% intervals over dev questions), expected "
+            f"calibration error {fmt(ens.get('ece'))}. {probe.get('vs_entropy', {}).get('text', '')}. Recipe: "
+            f"{recipe.get('name')}, pooling {recipe.get('pooling')}, {recipe.get('network')}, "
+            f"{len(recipe.get('layers', []))} layer(s).")
+    rows = []
+    for stage, (reject, everything, nothing) in {
+        "stage1": ("retrieves", "always retrieve", "never retrieve"),
+        "stage2": ("retries", "always retry", "never retry"),
+    }.items():
+        cut = probe.get("cuts", {}).get(stage)
+        if cut and cut.get("n"):
+            rows.append([stage, f"{cut['cut']:.3f}", f"{reject} {cut['reject_rate']:.0%}", fmt(cut["acc"]),
+                         f"{everything} {fmt(cut['acc_reject_all'])}, {nothing} {fmt(cut['acc_accept_all'])}"])
+    if not rows:
+        return head
+    return head + "\n\n" + markdown_table(["stage", "accept iff P(correct) >", "dev share", "dev ACC", "vs"], rows)

@@ -67,12 +67,12 @@ def _extract_summary(summary: dict[str, Any], paths: Paths) -> str:
 
 
 def _probe_summary(report: dict[str, Any], paths: Paths) -> str:
-    auroc = report["ensemble"]["auroc"]
-    shown = "undefined" if auroc is None else f"{auroc:.3f}"
-    accepted = report["ensemble"]["at_auto_cut"]["acceptance_rate"]
+    auroc, ci = report["ensemble"]["auroc"], report["ensemble"]["auroc_ci"]
+    shown = "undefined" if auroc is None or ci is None else f"{auroc:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    stage1 = report["cuts"]["stage1"]
     return (
-        f"train-probe: dev AUROC {shown}, accepts {accepted:.0%} of dev answers at the cut "
-        f"{report['cut']['auto']:.3f}; prober in {paths.probe}; gate passed"
+        f"train-probe: dev AUROC {shown} ({report['vs_entropy']['verdict']} vs entropy); the stage-1 cut "
+        f"{stage1['cut']:.3f} retrieves for {stage1['reject_rate']:.0%} of dev questions; prober in {paths.probe}; gate passed"
     )
 
 
@@ -131,8 +131,8 @@ STAGES: dict[str, Stage] = {
         Stage("prepare", prepare, gate_prepare, _prepare_summary),
         Stage("index", index, gate_index, _index_summary),
         Stage("extract", extract, gate_extract, _extract_summary),
+        Stage("train-router", train_router, None, _router_summary),  # before train-probe: its retry rates set the stage-2 cut
         Stage("train-probe", train_probe, None, _probe_summary),
-        Stage("train-router", train_router, None, _router_summary),
         Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
         Stage("tune-thresholds", tune_thresholds, None, _thresholds_summary),
         Stage("evaluate", evaluate, None, _evaluate_summary),

@@ -9,14 +9,17 @@ from skillrag.paths import Paths
 
 
 def train_probe(params: Params, paths: Paths) -> dict[str, Any]:
-    """Per-layer probers, trained and evaluated on dev in memory, then the probe gate on that
-    report (reports/probe_validation.json, written pass or fail), and only once it passes the
-    prober (data/probe/), reports/probe_metrics.json and the reliability plot. The gate runs
-    inside the stage so that a prober that fails it is never published; returns the dev report."""
+    """The prober, its recipe chosen on train (question-grouped CV) and its cuts on dev (from
+    extract's dev answers and train_router's retry rates, data/router_traces/retries.json),
+    trained and evaluated in memory, then the probe gate on that report
+    (reports/probe_validation.json, written pass or fail), and only once it passes the prober
+    (data/probe/), reports/probe_metrics.json, probe_detail.json and the reliability plot. The
+    gate runs inside the stage so that a prober that fails it is never published; returns the
+    dev report."""
     from skillrag.probe.fit import fit_probe
     from skillrag.quality.probe import gate_probe
 
-    fitted = fit_probe(paths.states, params.probe)
+    fitted = fit_probe(paths.states, paths.retry_rates, params.probe)
     gate_probe(fitted.report, params.probe, paths.reports / "probe_validation.json")
     fitted.publish(paths.probe, paths.probe_metrics, paths.probe_detail, paths.figures / "probe_reliability.png")
     return fitted.report

@@ -13,7 +13,9 @@ from skillrag.stages.settings import run_settings
 def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     """The learned router, trained on gold labels: on the first `train_router.train_questions`
     train questions, skill exploration (skillrag.methods.exploration: from every wrong
-    single-step answer, each query skill in turn; traces in data/router_traces/, resumable),
+    single-step answer, each query skill in turn, and one retry from every right one; traces in
+    data/router_traces/, resumable; what a retry does to right and wrong answers in
+    data/router_traces/retries.json, which train_probe's stage-2 cut reads),
     then a logistic regression from the failure state (mean hidden state over the resolved
     `lm.layers`) to the first skill that answered right, else exit (data/router/). Needs no
     prober. Below `train_router.min_examples_per_skill` for any label it writes a note instead
@@ -24,7 +26,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.files import write_json
     from skillrag.lm.base import resolve_layers
     from skillrag.methods import Components
-    from skillrag.methods.exploration import SkillExploration, build_router_dataset
+    from skillrag.methods.exploration import SkillExploration, build_router_dataset, retry_rates
     from skillrag.metrics import accuracy
     from skillrag.skills.learned_router import (
         cross_validate_router,
@@ -46,9 +48,11 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
         SkillExploration(parts, accuracy), train, paths.router_traces, settings,
         concurrency=params.lm.concurrency, batch_size=params.lm.batch_size,
     )
+    retries = retry_rates(traces, accuracy)
+    write_json(paths.retry_rates, retries)
     x, labels = build_router_dataset(traces, accuracy)
     counts = {skill: labels.count(skill) for skill in sorted(set(labels))}
-    report: dict[str, Any] = {"questions": len(traces), "examples": len(labels), "by_skill": counts}
+    report: dict[str, Any] = {"questions": len(traces), "examples": len(labels), "by_skill": counts, "retries": retries}
     reason = too_few_examples(labels, params.train_router.min_examples_per_skill)
     if reason is not None:
         record_untrained(paths.router, f"{reason} ({len(traces)} questions run)")

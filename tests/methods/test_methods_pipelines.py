@@ -275,7 +275,7 @@ def test_exploration_tries_each_skill_from_the_failure_until_one_is_right():
     assert all(r.state is not None for r in trace.rounds)
 
 
-def test_exploration_labels_exit_when_no_skill_helps_and_skips_right_answers():
+def test_exploration_labels_exit_when_no_skill_helps_and_retries_right_answers_once():
     replies = [
         answer("Tom Hanks"),
         " Cast Away film",
@@ -288,8 +288,8 @@ def test_exploration_labels_exit_when_no_skill_helps_and_skips_right_answers():
     trace, _ = explore(replies)
     assert stages(trace)[1:] == list(QUERY_SKILLS)
     assert build_router_dataset([trace], right)[1] == ["exit"]
-    solved, _ = explore([answer("1952")])
-    assert stages(solved) == ["retrieval"] and build_router_dataset([solved], right)[1] == []
+    solved, _ = explore([answer("1952"), " Cast Away film", answer("2000")])  # one retry: what it does to a right answer
+    assert stages(solved) == ["retrieval", "query_rewriting"] and build_router_dataset([solved], right)[1] == []
 
 
 def test_skill_rag_costs_two_calls_per_retry_against_probing_rags_one():

@@ -7,9 +7,9 @@ import torch
 from skillrag.probe.calibration import (
     binary_metrics,
     calibration_report,
-    choose_cut,
     cut_metrics,
     expected_calibration_error,
+    grouped_bootstrap_auroc,
     reliability_plot,
 )
 
@@ -52,35 +52,6 @@ def test_binary_metrics_report_every_named_cut():
     assert metrics["at_auto_cut"]["accuracy"] == 1.0 and metrics["at_paper_cut"]["accuracy"] == 0.75
 
 
-def _balanced_accuracy(probs, labels, cuts):
-    """Balanced accuracy of "accept iff P > cut" for each of `cuts`, from its definition."""
-    accepted = probs[None, :] > np.asarray(cuts, dtype=float)[:, None]
-    tpr = (accepted & (labels == 1)).sum(axis=1) / (labels == 1).sum()
-    tnr = (~accepted & (labels == 0)).sum(axis=1) / (labels == 0).sum()
-    return (tpr + tnr) / 2
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_the_chosen_cut_maximises_balanced_accuracy_against_a_brute_force_scan(seed):
-    rng = np.random.default_rng(seed)
-    labels = (rng.uniform(size=300) < 0.1).astype(int)
-    probs = np.clip(rng.normal(0.1 + 0.15 * labels, 0.08), 0.001, 0.999).round(3)  # ties among scores
-    cut = choose_cut(probs, labels)
-    grid = np.linspace(0, 1, 2001)  # finer than the 0.001 between distinct scores: every plateau
-    scan = _balanced_accuracy(probs, labels, grid)
-    assert _balanced_accuracy(probs, labels, [cut])[0] == pytest.approx(scan.max(), abs=1e-12)
-    assert cut not in set(probs)  # a midpoint, never a dev score itself
-    highest_best = grid[np.isclose(scan, scan.max(), rtol=0, atol=1e-12)].max()
-    assert np.array_equal(probs > cut, probs > highest_best)  # ties go to the highest cut
-
-
-def test_cut_ties_go_to_the_higher_cut_and_one_class_gives_the_paper_cut():
-    # accepting {0.9} or {0.9, 0.7} scores the same (3/4 balanced accuracy): the higher cut wins
-    assert choose_cut(np.array([0.1, 0.3, 0.7, 0.9]), np.array([0, 1, 0, 1])) == pytest.approx(0.8)
-    assert choose_cut(np.array([0.1, 0.9]), np.array([1, 1])) == 0.5
-    assert choose_cut(np.array([0.4, 0.4, 0.4]), np.array([0, 1, 0])) == 1.0  # no signal: accept none
-
-
 def test_report_covers_layers_ensemble_both_cuts_and_entropy_baseline(trained, make_states):
     features, labels = make_states(200, seed=11)
     entropy = np.where(labels.numpy() == 1, 0.5, 1.5) + np.random.default_rng(0).normal(0, 0.1, 200)
@@ -120,3 +91,28 @@ def test_reliability_plot_writes_a_png(tmp_path, labels):
     reliability_plot(np.array([0.1, 0.4, 0.6, 0.8, 0.95]), np.array(labels), path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in path.parent.iterdir()] == ["reliability.png"]
+
+
+def test_bootstrap_intervals_resample_questions_and_contain_the_point_estimates():
+    rng = np.random.default_rng(4)
+    labels = (rng.uniform(size=120) < 0.3).astype(int)
+    groups = np.repeat([f"q{i}" for i in range(60)], 2)  # two rows per question
+    strong, weak = labels + rng.normal(0, 0.5, 120), labels + rng.normal(0, 3.0, 120)
+    out = grouped_bootstrap_auroc({"strong": strong, "weak": weak}, labels, groups, replicates=300, seed=1)
+    for name in ("strong", "weak", "difference"):
+        lo, hi = out[name]["auroc_ci"]
+        assert lo <= out[name]["auroc"] <= hi
+    assert out["strong"]["auroc_ci"][0] > out["weak"]["auroc"]  # the stronger score is clearly better
+    assert out["difference"]["auroc_ci"][0] > 0 and out["replicates"] == 300
+    assert out == grouped_bootstrap_auroc({"strong": strong, "weak": weak}, labels, groups, replicates=300, seed=1)
+
+
+def test_the_bootstraps_auroc_is_sklearns():
+    from sklearn.metrics import roc_auc_score
+
+    from skillrag.probe.calibration import _mann_whitney_auroc
+
+    rng = np.random.default_rng(5)
+    labels = (rng.uniform(size=50) < 0.4).astype(int)
+    scores = np.round(labels + rng.normal(0, 1, 50), 1)  # with ties
+    assert _mann_whitney_auroc(scores, labels) == pytest.approx(roc_auc_score(labels, scores))

@@ -1,4 +1,5 @@
-"""Stage `train_probe` on a synthetic states directory: train, choose the cut, gate, publish."""
+"""Stage `train_probe` on a synthetic states directory: choose the recipe, train, choose the
+cuts, gate, publish."""
 
 import json
 from pathlib import Path
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from skillrag.config import load_params
+from skillrag.files import write_json
 from skillrag.paths import Paths
 from skillrag.probe.prober import Prober
 from skillrag.probe.states import write_shard
@@ -17,92 +19,141 @@ from skillrag.stages import train_probe
 from tests.probe.conftest import HIDDEN_SIZE, LAYERS
 
 PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"
-FAST = ["probe.hidden=[8]", "probe.lr=0.01", "probe.max_epochs=20", "probe.patience=3"]
+FAST = ["probe.cv_c=[0.05]", "probe.cv_hidden=[]", "probe.cv_folds=3", "probe.hidden=[8]", "probe.max_epochs=20", "probe.patience=3"]
 
 IDENTITY = {"name": "tiny-llama", "dtype": "float32", "digest": "d" * 64, "licence": {"spdx": "Apache-2.0", "note": "n"}}
+RETRIES = {"rule": "r", "after_wrong": {"n": 20, "right": 4, "rate": 0.2}, "after_right": {"n": 10, "right": 6, "rate": 0.6}, "llm_calls": 2.0}
+N_QUESTIONS, N_TRAIN = 250, 150
 
 
-def _write_states(root: Path, make_states, entropy_separates: bool) -> None:
-    """300 train and 200 dev rows; mean entropy either carries the label perfectly (a baseline
+def _write_states(root: Path, entropy_separates: bool) -> None:
+    """250 questions (150 train, 100 dev), each answered closed-book (right on ~25%) and over
+    passages (right on ~40%); `answer_last` carries the label along one direction per layer,
+    `generated_mean` is noise. Mean entropy either carries the label perfectly (a baseline
     the prober, given a weaker signal, cannot reach) or is noise."""
-    features, labels = make_states(500, seed=51, signal=0.5 if entropy_separates else 1.5)
     rng = np.random.default_rng(0)
-    entropy = (1.0 - labels.numpy()) if entropy_separates else rng.uniform(size=500)
-    rows = [
-        {
-            "id": f"q{i}", "dataset": "nq", "split": "train" if i < 300 else "dev",
-            "strategy": "no_retrieval", "prompt_hash": "h", "text": "t", "answer": "a", "em": int(labels[i]),
-            "acc": int(labels[i]), "mean_entropy": float(entropy[i]), "prompt_tokens": 10, "new_tokens": 5,
-        }
-        for i in range(500)
-    ]
-    states = Paths(root).states
-    states.mkdir(parents=True)
-    write_shard(states, 0, rows, {"generated_mean": features})
+    n = 2 * N_QUESTIONS
+    labels = np.concatenate([rng.uniform(size=N_QUESTIONS) < 0.25, rng.uniform(size=N_QUESTIONS) < 0.4]).astype(int)
+    signal = 0.7 if entropy_separates else 2.0
+    y = torch.as_tensor(labels, dtype=torch.float32)[:, None]
+    states = {
+        "generated_mean": {layer: torch.randn(n, HIDDEN_SIZE) for layer in LAYERS},
+        "answer_last": {layer: torch.randn(n, HIDDEN_SIZE) + signal * y * torch.eye(HIDDEN_SIZE)[layer] for layer in LAYERS},
+    }
+    entropy = (1.0 - labels) if entropy_separates else rng.uniform(size=n)
+    rows = []
+    for i in range(n):
+        question = i % N_QUESTIONS
+        rows.append({
+            "id": f"q{question}", "dataset": "nq", "split": "train" if question < N_TRAIN else "dev",
+            "strategy": "no_retrieval" if i < N_QUESTIONS else "single_step", "prompt_hash": "h", "text": "t",
+            "answer": "a", "em": int(labels[i]), "acc": int(labels[i]), "no_answer": 0, "budget_hit": 0,
+            "mean_entropy": float(entropy[i]), "prompt_tokens": 10, "new_tokens": 1,
+            "logprobs": [-0.1], "entropies": [float(entropy[i])], "pieces": ["a"],
+        })
+    paths = Paths(root)
+    paths.states.mkdir(parents=True)
+    write_shard(paths.states, 0, rows, states)
     meta = {"model": "tiny-llama", "identity": IDENTITY, "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"}
-    (states / "meta.json").write_text(json.dumps(meta))
+    (paths.states / "meta.json").write_text(json.dumps(meta))
+    write_json(paths.retry_rates, RETRIES)
 
 
 def _run(root: Path, *overrides: str):
     return train_probe(load_params(PARAMS_FILE, overrides=[*FAST, *overrides]), Paths(root))
 
 
-def test_the_stage_publishes_the_prober_with_its_dev_cut_and_the_report(tmp_path, make_states):
-    _write_states(tmp_path, make_states, entropy_separates=False)
-    report = _run(tmp_path)
-    paths = Paths(tmp_path)
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fit")
+    _write_states(root, entropy_separates=False)
+    return root, _run(root)
+
+
+def test_the_stage_chooses_the_informative_pooling_and_publishes_prober_cuts_and_report(published):
+    root, report = published
+    paths = Paths(root)
     record = json.loads((paths.probe / "probe.json").read_text())
-    assert record["model"] == "tiny-llama" and record["recipe"] == "weighted"
-    assert record["identity"] == IDENTITY  # the model's name, dtype, digest and licence, from the states
-    assert record["auto_cut"] == report["cut"]["auto"] and record["paper_cut"] == 0.5
-    assert "balanced accuracy" in record["cut_rule"]
+    assert report["recipe"]["pooling"] == record["pooling"] == "answer_last"
+    assert report["cv"]["folds"] == 3 and len(report["cv"]["table"]) == 2 * 1 * 2  # poolings x networks x layer subsets
+    assert record["model"] == "tiny-llama" and record["identity"] == IDENTITY
+    assert record["cuts"] == {stage: report["cuts"][stage]["cut"] for stage in ("stage1", "stage2")}
+    assert record["dev_rates"] == {f"{s}_reject": report["cuts"][s]["reject_rate"] for s in ("stage1", "stage2")}
     assert json.loads(paths.probe_detail.read_text()) == report
     headline = json.loads(paths.probe_metrics.read_text())  # what `dvc metrics show` prints: narrow
-    assert headline["ensemble"] == report["ensemble"] and headline["auto_cut"] == report["cut"]["auto"]
-    assert "per_layer" not in headline
-    assert report["train"] == {"n": 300, "n_pos": record["n_pos"], "n_fit": record["n_fit"], "n_holdout": 300 - record["n_fit"]}
+    assert headline["auroc"] == report["ensemble"]["auroc"] and headline["auroc_ci"] == report["ensemble"]["auroc_ci"]
+    assert "per_layer" not in headline and "table" not in json.dumps(headline)
     assert report["ensemble"]["auroc"] > 0.9 > report["entropy_baseline"]["auroc"]
-    for cut in ("auto", "paper"):
-        assert set(report["ensemble"][f"at_{cut}_cut"]) == {"accuracy", "balanced_accuracy", "acceptance_rate"}
-    assert all(metrics["epochs"] >= 1 for metrics in report["per_layer"].values())
+    assert report["vs_entropy"]["verdict"] == "beats" and "better than mean token entropy" in report["vs_entropy"]["text"]
     assert (paths.figures / "probe_reliability.png").stat().st_size > 0
     assert json.loads((paths.reports / "probe_validation.json").read_text())["success"]
     prober = Prober.load(paths.probe)
-    assert prober.use_threshold("auto") == report["cut"]["auto"]
+    assert prober.pooling == "answer_last" and prober.use_threshold("auto") == record["cuts"]
 
 
-def test_the_report_and_the_prober_do_not_depend_on_probe_threshold(tmp_path, make_states):
-    _write_states(tmp_path, make_states, entropy_separates=False)
+def test_intervals_are_present_and_contain_the_point_estimates(published):
+    _, report = published
+    for block in (report["ensemble"], report["entropy_baseline"]):
+        lo, hi = block["auroc_ci"]
+        assert lo <= block["auroc"] <= hi
+    lo, hi = report["vs_entropy"]["difference_ci"]
+    assert lo <= report["vs_entropy"]["difference"] <= hi and report["bootstrap"]["replicates"] > 900
+
+
+def test_each_cut_reports_what_it_does_to_dev_answers_and_never_loses_to_rejecting_all(published):
+    _, report = published
+    stage1, stage2 = report["cuts"]["stage1"], report["cuts"]["stage2"]
+    assert stage1["n"] == stage2["n"] == N_QUESTIONS - N_TRAIN
+    assert stage1["acc"] >= stage1["acc_reject_all"] and stage2["acc"] >= stage2["acc_reject_all"]
+    assert 0 < stage1["reject_rate"] < 1  # an informative prober accepts some closed-book answers
+    # a retry rights only 60% of right answers: accepting the prober's confident ones gains
+    assert 0 < stage2["reject_rate"] < 1 and stage2["acc"] > stage2["acc_reject_all"]
+    assert report["cuts"]["retries"] == RETRIES
+
+
+def test_the_learning_curve_trains_the_same_recipe_on_shares_of_the_train_questions(published):
+    _, report = published
+    curve = report["learning_curve"]
+    assert [point["share"] for point in curve] == [0.25, 0.5, 1.0]
+    assert [point["questions"] for point in curve] == [38, 75, 150]
+    assert curve[-1]["auroc"] == report["ensemble"]["auroc"]
+    assert all(point["auroc"] is not None and point["auroc"] > 0.7 for point in curve)
+
+
+def test_the_report_and_the_prober_do_not_depend_on_probe_threshold(tmp_path):
+    _write_states(tmp_path, entropy_separates=False)
     paths = Paths(tmp_path)
-    first = _run(tmp_path)
+    first = _run(tmp_path, "probe.pooling=answer_last")
     files = {p.name: p.read_bytes() for p in paths.probe.iterdir()}
-    assert _run(tmp_path, "probe.threshold=0.2") == first
+    assert _run(tmp_path, "probe.pooling=answer_last", "probe.threshold=0.2") == first
     assert {p.name: p.read_bytes() for p in paths.probe.iterdir()} == files
 
 
-def test_below_the_entropy_baseline_the_gate_fails_naming_both_and_nothing_is_published(tmp_path, make_states):
-    _write_states(tmp_path, make_states, entropy_separates=True)
+def test_below_the_entropy_baseline_the_gate_fails_in_words_and_nothing_is_published(tmp_path):
+    _write_states(tmp_path, entropy_separates=True)
     paths = Paths(tmp_path)
     paths.probe.mkdir(parents=True)
     (paths.probe / "probe.json").write_text("previous prober")
-    with pytest.raises(GateFailed, match=r"ensemble dev AUROC 0\.\d+ is below the mean-token-entropy baseline's 1\.000.*probe\.allow_below_entropy: true"):
+    with pytest.raises(GateFailed, match=r"ranks dev answers worse than mean token entropy.*probe\.allow_below_entropy: true"):
         _run(tmp_path)
     assert [p.name for p in paths.probe.iterdir()] == ["probe.json"]
     assert (paths.probe / "probe.json").read_text() == "previous prober"
     assert not paths.probe_metrics.exists() and not (paths.figures / "probe_reliability.png").exists()
     assert not json.loads((paths.reports / "probe_validation.json").read_text())["success"]  # the evidence stays
-
-
-def test_allow_below_entropy_publishes_it_anyway(tmp_path, make_states):
-    _write_states(tmp_path, make_states, entropy_separates=True)
     report = _run(tmp_path, "probe.allow_below_entropy=true")
-    assert report["ensemble"]["auroc"] < report["entropy_baseline"]["auroc"]
-    assert (Paths(tmp_path).probe / "probe.json").exists()
+    assert report["vs_entropy"]["verdict"] == "below" and (paths.probe / "probe.json").exists()
 
 
-def test_the_paper_recipe_reports_its_downsampled_rows(tmp_path, make_states):
-    _write_states(tmp_path, make_states, entropy_separates=False)
-    report = _run(tmp_path, "probe.recipe=paper", "probe.epochs=4")
-    assert report["recipe"] == "paper"
+def test_the_paper_recipe_stays_selectable_and_reads_the_generated_mean(tmp_path):
+    _write_states(tmp_path, entropy_separates=False)
+    report = _run(tmp_path, "probe.recipe=paper", "probe.epochs=4", "probe.min_dev_auroc=0", "probe.allow_below_entropy=true")
+    assert report["recipe"]["name"] == "paper" and report["recipe"]["pooling"] == "generated_mean" and report["cv"] is None
     assert report["train"]["n_fit"] == 2 * min(report["train"]["n_pos"], 300 - report["train"]["n_pos"])
     assert report["train"]["n_holdout"] == 0
+
+
+def test_without_retry_rates_the_stage_names_train_router(tmp_path):
+    _write_states(tmp_path, entropy_separates=False)
+    Paths(tmp_path).retry_rates.unlink()
+    with pytest.raises(FileNotFoundError, match="skillrag train-router"):
+        _run(tmp_path)

@@ -21,3 +21,17 @@ def test_returns_the_last_layers_output_as_logits_not_probabilities():
         model.net[-1].bias.copy_(torch.tensor([5.0, -5.0]))
         logits = model(torch.randn(5, 16) * 10)
     assert torch.equal(logits, torch.tensor([[5.0, -5.0]] * 5))
+
+
+
+def test_from_logistic_is_the_regressions_probability_on_standardised_states():
+    import numpy as np
+
+    from skillrag.probe.model import from_logistic
+
+    rng = np.random.default_rng(0)
+    mean, scale, coef, intercept = rng.normal(size=5), rng.uniform(0.5, 2, size=5), rng.normal(size=5), -0.7
+    x = rng.normal(size=(7, 5))
+    expected = 1 / (1 + np.exp(-(((x - mean) / scale) @ coef + intercept)))
+    probs = from_logistic(mean, scale, coef, intercept)(torch.as_tensor(x, dtype=torch.float32)).softmax(-1)[:, 1]
+    assert np.allclose(probs.detach().numpy(), expected, atol=1e-5)

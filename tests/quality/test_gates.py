@@ -74,11 +74,16 @@ def test_an_eval_question_from_a_train_split_fails_the_gate(prepared):
     assert f"train: {rows[0]['id']} (orig_split 'train')" in str(info.value)
 
 
-def _probe_report(ensemble_auroc, layer_aurocs, entropy_auroc=0.55):
+def _probe_report(ensemble_auroc, layer_aurocs, verdict="no_better", stage_accs=((0.3, 0.3), (0.5, 0.45))):
+    text = {"below": "the prober ranks dev answers worse than mean token entropy (difference -0.2)"}.get(verdict, "t")
     return {
         "ensemble": {"auroc": ensemble_auroc},
         "per_layer": {str(i): {"auroc": a} for i, a in enumerate(layer_aurocs, start=1)},
-        "entropy_baseline": {"auroc": entropy_auroc},
+        "vs_entropy": {"verdict": verdict, "text": text},
+        "cuts": {
+            stage: {"acc": acc, "acc_reject_all": floor, "n": 40}
+            for stage, (acc, floor) in zip(("stage1", "stage2"), stage_accs, strict=True)
+        },
     }
 
 
@@ -90,19 +95,28 @@ def test_probe_gate_thresholds_and_record_only_mode(tmp_path):
     params, record_only = ProbeParams(min_dev_auroc=0.5), ProbeParams(min_dev_auroc=0.0)
     assert gate_probe(_probe_report(0.62, [0.6, 0.55, 0.4]), params, result)["success"]
     with pytest.raises(GateFailed, match="expect_column_values_to_be_between"):
-        gate_probe(_probe_report(0.45, [0.6, 0.55, 0.4], entropy_auroc=0.4), params, result)
+        gate_probe(_probe_report(0.45, [0.6, 0.55, 0.4]), params, result)
     with pytest.raises(GateFailed, match="expect_column_values_to_not_be_null"):
-        gate_probe(_probe_report(None, [None, None], None), params, result)
-    assert gate_probe(_probe_report(None, [None, None], None), record_only, result)["success"]  # one-class dev set
+        gate_probe(_probe_report(None, [None, None], "undefined"), params, result)
+    assert gate_probe(_probe_report(None, [None, None], "undefined"), record_only, result)["success"]  # one-class dev set
 
 
-def test_probe_gate_fails_below_the_entropy_baseline_unless_allowed(tmp_path):
+def test_probe_gate_fails_below_entropy_beyond_noise_unless_allowed_and_passes_within_noise(tmp_path):
     from skillrag.config import ProbeParams
     from skillrag.quality.probe import gate_probe
 
     result = tmp_path / "probe_validation.json"
-    below = _probe_report(0.57, [0.6, 0.55, 0.58], entropy_auroc=0.76)
-    with pytest.raises(GateFailed, match=r"ensemble dev AUROC 0\.570 is below the mean-token-entropy baseline's 0\.760.*probe\.allow_below_entropy: true"):
+    below = _probe_report(0.57, [0.6, 0.55, 0.58], verdict="below")
+    with pytest.raises(GateFailed, match=r"worse than mean token entropy \(difference -0\.2\).*probe\.allow_below_entropy: true"):
         gate_probe(below, ProbeParams(), result)
     assert gate_probe(below, ProbeParams(allow_below_entropy=True), result)["success"]
-    assert gate_probe(_probe_report(0.76, [0.7, 0.7], entropy_auroc=0.76), ProbeParams(), result)["success"]  # a tie passes
+    assert gate_probe(_probe_report(0.7, [0.7, 0.7], verdict="no_better"), ProbeParams(), result)["success"]
+
+
+def test_probe_gate_never_passes_a_cut_that_loses_dev_acc_against_rejecting_everything(tmp_path):
+    from skillrag.config import ProbeParams
+    from skillrag.quality.probe import gate_probe
+
+    losing = _probe_report(0.7, [0.7, 0.7], stage_accs=((0.28, 0.3), (0.5, 0.5)))
+    with pytest.raises(GateFailed, match=r"\[cuts\] expect_column_pair_values_a_to_be_greater_than_b"):
+        gate_probe(losing, ProbeParams(), tmp_path / "probe_validation.json")
