@@ -6,6 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from skillrag.errors import ArtifactError
 from skillrag.probe.states import layer_file, load_features, read_rows, stored_poolings, write_shard
 from skillrag.quality import GateFailed
 from skillrag.quality.states import gate_states
@@ -62,7 +63,7 @@ def test_each_pooling_is_read_alone_and_aligned_with_its_rows(tmp_path):
 def test_a_pooling_the_states_lack_is_a_clear_error(tmp_path):
     states = tmp_path / "states"
     _write(states)
-    with pytest.raises(ValueError, match="no pooling 'answer_first'.*probe.pooling"):
+    with pytest.raises(ArtifactError, match="no pooling 'answer_first'.*probe.pooling"):
         load_features(states, read_rows(states), "answer_first")
 
 
