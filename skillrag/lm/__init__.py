@@ -7,6 +7,7 @@ methods with a scripted LM) do not pay for importing transformers.
 from importlib import import_module
 
 from skillrag.lm.base import LM, Attention, Choice, Generation, Option, default_layers, state_vector
+from skillrag.lm.calls import GenerateCall
 
 _LAZY = {
     "HFCausalLM": "skillrag.lm.hf",
@@ -18,6 +19,7 @@ __all__ = [
     "LM",
     "Attention",
     "Choice",
+    "GenerateCall",
     "Generation",
     "HFCausalLM",
     "ModelLoadError",
