@@ -71,7 +71,8 @@ def evaluate(
         raise ValueError(f"unknown method {', '.join(unknown)} (choose from {', '.join(METHODS)})")
     questions = eval_questions(params, paths, datasets)
     results: dict[str, dict[str, Any]] = {}
-    for wave in ([m for m in chosen if m in STORED], [m for m in chosen if m not in STORED]):
+    waves = [[m for m in chosen if m in STORED], [m for m in chosen if m not in STORED]]
+    for wave in filter(None, waves):
         with ExitStack() as locks:
             for method in wave:
                 locks.enter_context(exclusive(paths.locks / f"evaluate-{method}.lock", f"`skillrag evaluate --method {method}`"))
