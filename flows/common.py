@@ -5,11 +5,13 @@ never a gate's verdict), and handing a stage's shards to Dask workers.
 Sharding: `extract` and `evaluate` take `shards` and a `ShardMap`; `submit_shards` runs each
 shard as a Prefect task on the flow's task runner, which `task_runner` makes a prefect-dask
 `DaskTaskRunner` (a local cluster of `workers` processes, or the scheduler at `address`).
+`evaluate` hands over the shards of every method of a wave at once (no_retrieval and single_step,
+then the methods that start from them), so independent methods run on separate workers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +78,15 @@ def task_runner(workers: int, address: str | None = None) -> Any:
     return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
 
 
-def run_stage(stage: Stage, params: Params, paths: Paths, shards: int | None = None) -> Any:
+def run_stage(
+    stage: Stage, params: Params, paths: Paths, shards: int | None = None, options: Mapping[str, Any] | None = None
+) -> Any:
     """Run the stage then its quality gate as tasks, and log the stage's closing line (the one the
     CLI prints). The stage is retried on transient errors, the gate never: its verdict is final.
-    `shards`: a sharded stage (`SHARDED`) runs that many shards on the flow's task runner."""
+    `shards`: a sharded stage (`SHARDED`) runs that many shards on the flow's task runner.
+    `options`: more keyword arguments of the stage (evaluate's `methods`)."""
     extra = {} if shards is None else {"shards": shards, "map_shards": submit_shards}
-    result = retried(stage.run, stage.name)(params, paths, **extra)
+    result = retried(stage.run, stage.name)(params, paths, **extra, **(options or {}))
     if stage.gate is not None:
         task(stage.gate, name=f"gate-{stage.name}", cache_policy=NO_CACHE)(params, paths)
     get_run_logger().info(stage.summary(result, paths))
@@ -89,17 +94,24 @@ def run_stage(stage: Stage, params: Params, paths: Paths, shards: int | None = N
 
 
 @flow(name="sharded-stage", validate_parameters=False)
-def _sharded(stage: str, params: Params, paths: Paths, shards: int) -> Any:
-    return run_stage(STAGES[stage], params, paths, shards)
+def _sharded(stage: str, params: Params, paths: Paths, shards: int, options: Mapping[str, Any] | None = None) -> Any:
+    return run_stage(STAGES[stage], params, paths, shards, options)
 
 
-def run_stage_on(stage: Stage, params: Params, paths: Paths, workers: int = 1, dask_address: str | None = None) -> Any:
+def run_stage_on(
+    stage: Stage,
+    params: Params,
+    paths: Paths,
+    workers: int = 1,
+    dask_address: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Any:
     """`run_stage`; a sharded stage's questions go to Dask in `workers` shards when `workers` > 1 (a
     local cluster of that many processes) or a `dask_address` is given (that scheduler's workers):
     in a subflow, since a flow's task runner is fixed when it starts."""
     if workers < 1:
         raise ValueError(f"workers={workers}: at least 1")
     if stage.name not in SHARDED or (workers == 1 and not dask_address):
-        return run_stage(stage, params, paths)
+        return run_stage(stage, params, paths, options=options)
     on_dask = _sharded.with_options(name=f"{stage.name}-on-dask", task_runner=task_runner(workers, dask_address))
-    return on_dask(stage.name, params, paths, workers)
+    return on_dask(stage.name, params, paths, workers, options)

@@ -1,7 +1,10 @@
 """Flow `pipeline`: every stage in DVC order, each with its quality gate; transient failures are
 retried, a gate's verdict is final (flows.common). Ends by publishing the report, the metrics
 table and the Data Docs link as Prefect artifacts. `workers` > 1 or `dask_address` shards
-`extract` and `evaluate` across Dask workers (same outputs as one process)."""
+`extract` and `evaluate` across Dask workers (same outputs as one process); `evaluate` runs every
+method's stage (evaluate@<method>: no_retrieval and single_step, then the methods that start
+from their generations, the methods of a wave on separate workers at once), then `summarize`
+gates the runs and writes the metrics."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ stage's library function, then its quality gate, then the stage's one-line summa
 
 Run one with `python -m flows.stages <stage> [--profile tiny]`; `extract` and `evaluate` take
 `--workers N` (shards on a local Dask cluster) and `--dask-address tcp://host:8786` (an existing
-Dask scheduler, N shards).
+Dask scheduler, N shards); `evaluate --method NAME` (repeatable) runs those methods' stages only
+(`evaluate@NAME`), the others every method of `evaluate.methods`. `summarize` then writes the
+metrics.
 """
 
 from __future__ import annotations
@@ -28,8 +30,12 @@ def stage_flow(stage: Stage) -> Flow:
         overrides: Sequence[str] = (),
         workers: int = 1,
         dask_address: str | None = None,
+        methods: list[str] | None = None,
     ) -> Any:
-        return run_stage_on(stage, *load(params_file, profile, overrides), workers, dask_address)
+        if methods is not None and stage.name != "evaluate":
+            raise ValueError(f"methods: only the evaluate flow runs single methods, not {stage.name}")
+        options = {"methods": methods} if methods is not None else None
+        return run_stage_on(stage, *load(params_file, profile, overrides), workers, dask_address, options)
 
     return run
 
@@ -45,11 +51,12 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="section.key=value")
     parser.add_argument("--workers", type=int, default=1, help="extract/evaluate: shards on this many Dask workers")
     parser.add_argument("--dask-address", default=None, help="extract/evaluate: an existing Dask scheduler")
+    parser.add_argument("--method", dest="methods", action="append", default=None, help="evaluate: this method's stage only (repeatable)")
     args = parser.parse_args()
     interrupts.install()  # Ctrl-C drops the question in flight, as in the CLI
     FLOWS[args.stage](
         params_file=str(args.params), profile=args.profile, overrides=args.overrides,
-        workers=args.workers, dask_address=args.dask_address,
+        workers=args.workers, dask_address=args.dask_address, methods=args.methods,
     )
 
 

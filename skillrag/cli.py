@@ -26,7 +26,7 @@ from skillrag.paths import Paths
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> tune-thresholds -> evaluate -> analyze -> report.\n\n"
+    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> tune-thresholds -> evaluate (evaluate@<method>, one stage per method) -> summarize -> analyze -> report.\n\n"
     "The global options --params, --profile and --set may stand before or after the command.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -182,6 +182,10 @@ def tune_thresholds() -> None:
 
 @app.command()
 def evaluate(
+    method: Annotated[
+        str | None,
+        typer.Option(help="One method only, as its DVC stage evaluate@METHOD runs it (no metrics: `skillrag summarize` writes them)."),
+    ] = None,
     questions: Annotated[
         Path | None,
         typer.Option(help="Your own question file or directory (bundle schema: id, question, answers per line)."),
@@ -190,15 +194,26 @@ def evaluate(
         str | None, typer.Option(help="With --questions: its outputs go to data/custom/NAME/ and reports/custom/NAME/.")
     ] = None,
 ) -> None:
-    """Run every method (evaluate.methods) on every evaluation set: one trace per question in
-    data/runs/<method>/<dataset>.jsonl (resumable), headline metrics in reports/metrics.json,
-    everything (95% intervals, flexible scores, costs) in reports/metrics_detail.json.
-    With --questions PATH --name NAME: the trained index, prober and router on your questions,
-    written under NAME only (the default outputs and dvc.lock stay as they are)."""
+    """Run every method (evaluate.methods) on every evaluation set, each as its DVC stage
+    evaluate@METHOD does: one trace per question in data/runs/<method>/<dataset>.jsonl
+    (resumable); then `summarize`: headline metrics in reports/metrics.json, everything (95%
+    intervals, flexible scores, costs) in reports/metrics_detail.json.
+    With --method METHOD: that method only. With --questions PATH --name NAME: the trained index,
+    prober and router on your questions, written under NAME only (the default outputs and
+    dvc.lock stay as they are)."""
     if (questions is None) != (name is None):
         _fail("--questions and --name go together: --questions PATH --name NAME")
+    if method is not None:
+        if questions is not None:
+            _fail("--method runs one stage of the pipeline; --questions runs every method on your questions")
+        paths = state.paths()
+        results = {method: stages.evaluate_method(state.params(), paths, method)}
+        _done("evaluate", results, paths)
+        return
     if questions is None:
-        metrics, paths = _run_stage("evaluate")
+        results, paths = _run_stage("evaluate")
+        _done("evaluate", results, paths)
+        metrics, paths = _run_stage("summarize")
     else:
         from skillrag.stages.custom import evaluate_custom
 
@@ -209,15 +224,24 @@ def evaluate(
 
     columns = ("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
     table = Table(*columns)
-    for method, by_dataset in metrics.items():
+    for method_name, by_dataset in metrics.items():
         for dataset, m in by_dataset.items():
             table.add_row(
-                method, dataset, str(m["n"]), f"{m['em']:.3f}", f"{m['acc']:.3f}", f"{m['f1']:.3f}",
+                method_name, dataset, str(m["n"]), f"{m['em']:.3f}", f"{m['acc']:.3f}", f"{m['f1']:.3f}",
                 f"{m['no_answer_rate']:.2f}", f"{m['llm_calls']:.2f}", f"{m['retrievals']:.2f}",
                 f"{m['latency_s']:.1f}",
             )
     Console().print(table)
-    _done("evaluate", metrics, paths)
+    _done("summarize", metrics, paths)
+
+
+@app.command()
+def summarize() -> None:
+    """Gate every method's runs (data/runs/), then write the metrics of all of them:
+    reports/metrics.json (headline) and reports/metrics_detail.json (everything, with each run's
+    reuse and run costs)."""
+    metrics, paths = _run_stage("summarize")
+    _done("summarize", metrics, paths)
 
 
 @app.command()

@@ -103,4 +103,4 @@ def test_train_probe_depends_on_every_probe_key_but_the_threshold():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     listed = {key.removeprefix("probe.") for key in stages["train_probe"]["params"]}
     assert listed == set(ProbeParams.model_fields) - {"threshold"}
-    assert "probe.threshold" in stages["evaluate"]["params"]
+    assert "probe.threshold" in stages["evaluate"]["foreach"]["skill_rag"].values()  # a slot of evaluate@skill_rag's params

@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,8 @@ def evaluate_in(tmp_path, monkeypatch):
     def run(lm, *overrides):
         monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
         params = load_params(workspace / "params.yaml", overrides=list(overrides))
-        return params, Paths(workspace), stages.evaluate(params, Paths(workspace))
+        stages.evaluate(params, Paths(workspace))
+        return params, Paths(workspace), stages.summarize(params, Paths(workspace))
 
     return run
 
@@ -145,10 +147,11 @@ def test_the_runs_gate_fails_above_the_error_rate_cap_before_any_metric_is_publi
     paths = Paths(tmp_path / "ws")
     assert not paths.metrics.exists() and not paths.metrics_detail.exists()
     relaxed = load_params(paths.root / "params.yaml", overrides=["evaluate.max_error_rate=0.5"])
-    assert stages.gate_evaluate(relaxed, paths)["success"]
+    assert stages.summarize(relaxed, paths) and paths.metrics.exists()
+    paths.metrics.unlink()
 
-    params, paths, _ = evaluate_in(PausingLM())  # the rerun retries the two error traces
-    assert stages.gate_evaluate(params, paths)["success"] and paths.metrics.exists()
+    evaluate_in(PausingLM())  # the rerun retries the two error traces
+    assert paths.metrics.exists()
 
 
 def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_methods(tmp_path, monkeypatch):
@@ -169,20 +172,21 @@ def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_metho
     for concurrency, cache in ((1, 0), (3, 64)):
         lm = RuleLM()
         monkeypatch.setattr(runtime, "open_lm", lambda params, lm=lm: lm)
-        overrides = [f"lm.concurrency={concurrency}", f"lm.reuse_cache={cache}", f"evaluate.methods={names}"]
-        metrics = stages.evaluate(load_params(workspace / "params.yaml", overrides=overrides), paths)
+        overrides = [f"lm.concurrency={concurrency}", f"lm.reuse_cache={cache}", f"evaluate.methods={names}", "lm.layers=all"]
+        params = load_params(workspace / "params.yaml", overrides=overrides)
+        results = stages.evaluate(params, paths)
+        metrics = stages.summarize(params, paths)
         runs.append([[without_latency(json.loads(line)) for line in f.read_text().splitlines()] for f in files])
         reuse.append({name: metrics[name]["nq"]["reuse"]["hits"] for name in names})
         calls.append(sum(len(prompts) for _, prompts in lm.calls))
-        for f in files:
-            f.unlink()
+        shutil.rmtree(paths.runs)
     assert runs[0] == runs[1] and len(runs[0][2]) == len(topics)
     assert reuse[0] == dict.fromkeys(names, 0)
     rejected = sum(not t["rounds"][0]["accepted"] for t in runs[0][2])  # their stage 2 is single_step's answer
     assert (reuse[1]["no_retrieval"], reuse[1]["single_step"]) == (0, 0) and rejected > 0
     assert reuse[1]["probing_rag"] >= len(topics) + rejected
     assert calls[0] - calls[1] == reuse[1]["probing_rag"]  # prompts the model no longer computes
-    summary = stages.STAGES["evaluate"].summary(metrics, paths)
+    summary = stages.STAGES["evaluate"].summary(results, paths)
     assert f"{reuse[1]['probing_rag']} of {calls[0]} LM results reused" in summary
 
 

@@ -8,8 +8,8 @@ request and wait for its result. The thread that iterates `map` is the scheduler
 running task waits on a request (or after `WAIT_S`, so a slow task does not hold the others
 back), it serves the pending retrievals first (they are cheap, and the tasks come back with LM
 calls that join the next batch), else every pending LM call: `generate` calls that can share
-one call (same max_new_tokens, stop, capture, prefix and attention, so the prefix KV cache is
-shared) run together, at most `batch_size` prompts per call, prompts of similar length together (rows are
+one call (an equal `GenerateCall`: budget, stops, capture, prefix and attention, so the prefix KV
+cache is shared) run together, at most `batch_size` prompts per call, prompts of similar length together (rows are
 left-padded to the longest); `loglikelihood` and `choose_and_generate` run one at a time. Only
 the scheduler touches the LM and the retriever, so native code (torch, the JVM) and signals
 (`skillrag.interrupts`) stay in the main thread.
@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
 from skillrag import interrupts
-from skillrag.lm.base import LM, Choice, Generation, Option, Pick
+from skillrag.lm.base import LM, Choice, Generation, Option, Pick, Stop
+from skillrag.lm.calls import GenerateCall
 from skillrag.retrieval.base import Hit, Retriever
 
 T = TypeVar("T")
@@ -59,9 +60,9 @@ class _Request:
 
     @property
     def group(self) -> tuple:
-        """Requests with equal groups share one LM call: generate's (budget, stop, capture,
-        prefix, attention); any other request stands alone."""
-        return ("generate", *self.args[1:]) if self.kind == "generate" else (self.kind, id(self))
+        """Requests with equal groups share one LM call: generates with equal `GenerateCall`s; any
+        other request stands alone."""
+        return ("generate", self.args[1]) if self.kind == "generate" else (self.kind, id(self))
 
 
 class _LMFront:
@@ -76,13 +77,13 @@ class _LMFront:
         self,
         prompts: Sequence[str],
         max_new_tokens: int,
-        stop: Sequence[str] = (),
+        stop: Sequence[Stop] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
         attention: bool = False,
     ) -> list[Generation]:
-        layers = tuple(capture) if capture else None
-        return self._batcher.call("generate", list(prompts), max_new_tokens, tuple(stop), layers, prefix, attention)
+        call = GenerateCall.of(max_new_tokens, stop, capture, prefix, attention)
+        return self._batcher.call("generate", list(prompts), call)
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
         return self._batcher.call("loglikelihood", prompt, list(continuations))
@@ -251,10 +252,7 @@ class Batcher:
     def _execute(self, chunk: list[_Request]) -> list[Any]:
         first = chunk[0]
         if first.kind == "generate":
-            _, max_new_tokens, stop, capture, prefix, attention = first.args
-            prompts = [prompt for request in chunk for prompt in request.args[0]]
-            asked = {"attention": True} if attention else {}  # LMs without the option serve everyone else
-            out = self.model.generate(prompts, max_new_tokens, stop=stop, capture=capture, prefix=prefix, **asked)
+            out = first.args[1].run(self.model, [prompt for request in chunk for prompt in request.args[0]])
             results, start = [], 0
             for request in chunk:
                 results.append(out[start : start + len(request.args[0])])

@@ -16,6 +16,7 @@ from skillrag.lm.base import (
     default_layers,
     state_vector,
 )
+from skillrag.lm.calls import GenerateCall
 
 _LAZY = {
     "HFCausalLM": "skillrag.lm.hf",
@@ -28,6 +29,7 @@ __all__ = [
     "POOLINGS",
     "Attention",
     "Choice",
+    "GenerateCall",
     "Generation",
     "HFCausalLM",
     "ModelLoadError",

@@ -102,7 +102,7 @@ class Session:
         )
         self.issued: set[frozenset[str]] = set()
         self.last: Attempt | None = None
-        self.started = self.mark = time.perf_counter()
+        self.mark = time.perf_counter()
         method.meter.take(0.0)  # start from zero whatever happened before
 
     def answer_round(
@@ -215,9 +215,8 @@ class Session:
         self.trace.error = f"{type(err).__name__}: {err}"
 
     def finish(self) -> Trace:
-        leftover = self.method.meter.take(0.0)
-        total = sum((r.cost for r in self.trace.rounds), leftover)
-        self.trace.totals = replace(total, latency_s=time.perf_counter() - self.started)
+        leftover = self.method.meter.take(time.perf_counter() - self.mark)
+        self.trace.totals = sum((r.cost for r in self.trace.rounds), leftover)
         return self.trace
 
 
@@ -270,6 +269,10 @@ class Method(ABC):
                 raise
             session.fail(err)
         return session.finish()
+
+    def run_costs(self) -> Cost:
+        """Costs of the whole run, charged to no question (Skill-RAG's router calibration)."""
+        return Cost()
 
     @abstractmethod
     def run(self, session: Session) -> None:

@@ -1,35 +1,55 @@
-"""Reuse of deterministic LM results within a run: methods that start alike share them.
+"""Reuse of deterministic LM results: methods that start alike share their generations.
 
-Greedy decoding makes a generation a function of its call: the same prompt, token budget, stop
-strings, captured layers and cached prefix give the same text, tokens and hidden states. Several
-methods start the same way (no_retrieval's answer is stage 1 of probing_rag and skill_rag;
-single_step's answer is their stage 2), so `ReusingLM` remembers results by everything that
-determines them and answers a repeated call from memory. Costs are counted above it
-(`skillrag.methods.base.MeteredLM`), so a reused generation is still charged to the trace that
-asked for it, as if computed: per-method costs stay comparable.
+Greedy decoding makes a generation a function of what determines it (`GenerateCall.key`: the
+prompt, token budget, stops and cached prefix). Several methods start the same way
+(no_retrieval's answer is stage 1 of probing_rag, skill_rag, entropy_rag and Adaptive-RAG's
+strategy A; single_step's is their stage 2 and IRCoT's first step), so `ReusingLM` answers a
+repeated generation from its memory, or from `seeds`: the generations the no_retrieval and
+single_step evaluate stages stored (skillrag.eval.generations), read-only.
 
-Memory is bounded: at most `capacity` results, least recently used dropped first (a result
-holds its pooled hidden states, a few hundred kB for a large model). Reused results are shared
-objects: callers must not modify them. Not thread-safe: one thread calls it (the batching
-scheduler, or the question-at-a-time runner).
+A stored generation serves a call when only what is *captured* differs, as long as it captured
+at least the call's layers: the call gets it with the hidden states of its own layers only (none
+when it asked for none), exactly what computing it would have returned. A call with
+`attention=True` runs eager attention, whose rounding differs from the default kernel's in the
+last bits (and whose summary a generation made without it cannot supply), so attention calls
+are served only by generations made with attention, and the others only by generations made
+without it: a served result is always bit for bit the one the call would have computed.
+
+Costs as incurred: every generation it computes carries the seconds it took (`COMPUTE_S` in
+`Generation.extra`; computed in one call with others, each row its equal share of the call's
+time), and keeps them when reused, so a trace is charged a reused result's original compute time
+(skillrag.methods.base.Meter) and each method's latency is what it would cost alone. Calls are
+counted above it (`MeteredLM`): a reused generation is charged its calls and tokens too.
+
+Memory is bounded: at most `capacity` results, least recently used dropped first (a result holds
+its pooled hidden states, a few hundred kB for a large model). Reused results are shared objects:
+callers must not modify them. Not thread-safe: one thread calls it (the batching scheduler, or
+the question-at-a-time runner).
 """
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from skillrag.lm.base import LM, Choice, Generation, Option, Pick
+import torch
+
+from skillrag.lm.base import LM, Choice, Generation, Option, Pick, Stop
+from skillrag.lm.calls import COMPUTE_S, GenerateCall
 
 
 @dataclass(frozen=True)
 class ReuseStats:
-    """Calls that could be answered from memory (`lookups`) and those that were (`hits`)."""
+    """Generations that could be answered from memory (`lookups`) and those that were (`hits`)."""
 
     lookups: int = 0
     hits: int = 0
+
+    def __add__(self, other: ReuseStats) -> ReuseStats:
+        return ReuseStats(self.lookups + other.lookups, self.hits + other.hits)
 
     def __sub__(self, other: ReuseStats) -> ReuseStats:
         return ReuseStats(self.lookups - other.lookups, self.hits - other.hits)
@@ -39,71 +59,128 @@ class ReuseStats:
         return {"lookups": self.lookups, "hits": self.hits, "hit_rate": rate}
 
 
-class ReusingLM:
-    """The LM, answering a repeated `generate` prompt or `loglikelihood` call from memory.
-    `choose_and_generate` is passed through: its result depends on the caller's `pick`."""
+def tensor_fields(generation: Generation) -> list[str]:
+    """The fields of `generation` holding hidden states (nested dicts with tensors at the leaves,
+    keyed by layer id last): `hidden`, and any other pooling of the same layers."""
+    def holds(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) or (
+            isinstance(value, Mapping) and any(holds(v) for v in value.values())
+        )
 
-    def __init__(self, lm: LM, capacity: int) -> None:
+    return [f.name for f in fields(generation) if holds(getattr(generation, f.name))]
+
+
+def _only(tree: Any, layers: frozenset[int]) -> Any:
+    """`tree` with only the entries of `layers` at its layer level (the level keyed by int)."""
+    if isinstance(tree, Mapping):
+        return {k: _only(v, layers) for k, v in tree.items() if not isinstance(k, int) or k in layers}
+    return tree
+
+
+@dataclass(frozen=True)
+class Made:
+    """A computed generation: the key of what determined it, the layers its hidden states cover,
+    and whether it was made with attention."""
+
+    key: str
+    generation: Generation
+    layers: frozenset[int]
+    attention: bool
+
+    def serves(self, call: GenerateCall) -> bool:
+        return call.attention == self.attention and set(call.capture or ()) <= self.layers
+
+    def served(self, call: GenerateCall) -> Generation:
+        """The generation as `call` would have computed it: its own layers' hidden states only."""
+        asked = frozenset(call.capture or ())
+        if asked == self.layers:
+            return self.generation
+        narrowed = {
+            name: _only(getattr(self.generation, name), asked) if asked else None
+            for name in tensor_fields(self.generation)
+        }
+        return replace(self.generation, **narrowed)
+
+
+class ReusingLM:
+    """The LM, answering a generation from memory or `seeds` when one that serves the call was
+    made before (see the module docstring). `capture`: layers every computed generation captures
+    in addition to the call's (the stored stages capture the layers any later method may ask
+    for); `record`: keep every computed generation in `made`, for storing."""
+
+    def __init__(
+        self,
+        lm: LM,
+        capacity: int,
+        seeds: Mapping[str, Made] | None = None,
+        capture: Sequence[int] = (),
+        record: bool = False,
+    ) -> None:
         if capacity < 0:
             raise ValueError(f"reuse capacity must be >= 0, got {capacity}")
-        self.inner, self.capacity = lm, capacity
+        self.inner, self.capacity, self.seeds = lm, capacity, dict(seeds or {})
+        self.capture, self.record = tuple(capture), record
         self.name, self.num_layers, self.hidden_size = lm.name, lm.num_layers, lm.hidden_size
-        self._memory: OrderedDict[Hashable, Any] = OrderedDict()
+        self._memory: OrderedDict[str, Made] = OrderedDict()
+        self.made: list[Made] = []
         self.stats = ReuseStats()
 
     def generate(
         self,
         prompts: Sequence[str],
         max_new_tokens: int,
-        stop: Sequence[str] = (),
+        stop: Sequence[Stop] = (),
         capture: Sequence[int] | None = None,
         prefix: str | None = None,
         attention: bool = False,
     ) -> list[Generation]:
-        """Each prompt from memory when the same call was made before; the others in one call
-        (a prompt repeated within the call is computed once)."""
-        call = (max_new_tokens, tuple(stop), tuple(capture) if capture else None, prefix, attention)
-        keys = [("generate", prompt, *call) for prompt in prompts]
-        found = {key: self._recall(key) for key in dict.fromkeys(keys)}
-        missing = [key for key, value in found.items() if value is None]
+        """Each prompt from memory or the seeds when a generation there serves the call; the
+        others in one call (a prompt repeated within the call is computed once)."""
+        call = GenerateCall.of(max_new_tokens, stop, capture, prefix, attention)
+        keys = [call.key(prompt) for prompt in prompts]
+        found = {key: self._recall(key, call) for key in dict.fromkeys(keys)}
+        missing = {key: prompt for key, prompt in zip(keys, prompts, strict=True) if found[key] is None}
         if missing:
-            asked = {"attention": True} if attention else {}  # LMs without the option serve everyone else
-            computed = self.inner.generate(
-                [key[1] for key in missing], max_new_tokens, stop=stop, capture=capture, prefix=prefix, **asked
-            )
+            wide = replace(call, capture=tuple(sorted({*(call.capture or ()), *self.capture})) or None)
+            started = time.perf_counter()
+            computed = wide.run(self.inner, list(missing.values()))
+            share = (time.perf_counter() - started) / len(missing)
             for key, generation in zip(missing, computed, strict=True):
-                found[key] = generation
-                self._remember(key, generation)
-        self._count(len(keys), len(keys) - len(missing))
+                generation.extra[COMPUTE_S] = share
+                made = Made(key, generation, frozenset(wide.capture or ()), attention)
+                self._remember(made)
+                found[key] = made.served(call)
+        self.stats += ReuseStats(len(keys), len(keys) - len(missing))
         return [found[key] for key in keys]
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        key = ("loglikelihood", prompt, tuple(continuations))
-        scores = self._recall(key)
-        self._count(1, int(scores is not None))
-        if scores is None:
-            scores = self.inner.loglikelihood(prompt, continuations)
-            self._remember(key, scores)
-        return list(scores)
+        return self.inner.loglikelihood(prompt, continuations)
 
     def choose_and_generate(
         self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
     ) -> Choice:
-        return self.inner.choose_and_generate(prompt, options, prefix=prefix, pick=pick)
+        """Passed through (its result depends on the caller's `pick`), its time recorded on the
+        generation after the chosen option when there is one."""
+        started = time.perf_counter()
+        choice = self.inner.choose_and_generate(prompt, options, prefix=prefix, pick=pick)
+        if choice.generation is not None:
+            choice.generation.extra[COMPUTE_S] = time.perf_counter() - started
+        return choice
 
-    def _recall(self, key: Hashable) -> Any:
-        value = self._memory.get(key)
-        if value is not None:
+    def _recall(self, key: str, call: GenerateCall) -> Generation | None:
+        made = self._memory.get(key)
+        if made is not None and made.serves(call):
             self._memory.move_to_end(key)
-        return value
+            return made.served(call)
+        made = self.seeds.get(key)
+        return made.served(call) if made is not None and made.serves(call) else None
 
-    def _remember(self, key: Hashable, value: Any) -> None:
+    def _remember(self, made: Made) -> None:
+        if self.record:
+            self.made.append(made)
         if self.capacity == 0:
             return
-        self._memory[key] = value
-        self._memory.move_to_end(key)
+        self._memory[made.key] = made
+        self._memory.move_to_end(made.key)
         while len(self._memory) > self.capacity:
             self._memory.popitem(last=False)
-
-    def _count(self, lookups: int, hits: int) -> None:
-        self.stats = ReuseStats(self.stats.lookups + lookups, self.stats.hits + hits)

@@ -17,7 +17,7 @@ from skillrag.paths import Paths
 from skillrag.stages.adaptive import train_adaptive
 from skillrag.stages.analysis import analyze
 from skillrag.stages.common import StageFn, exclusive
-from skillrag.stages.evaluation import evaluate, gate_evaluate
+from skillrag.stages.evaluation import evaluate, evaluate_method
 from skillrag.stages.indexing import gate_index, index
 from skillrag.stages.probing import train_probe
 from skillrag.stages.questions import gate_prepare, prepare
@@ -25,6 +25,7 @@ from skillrag.stages.reporting import report
 from skillrag.stages.routing import train_router
 from skillrag.stages.settings import provenance, run_settings
 from skillrag.stages.states import extract, gate_extract
+from skillrag.stages.summary import summarize
 from skillrag.stages.thresholds import tune_thresholds
 
 
@@ -82,16 +83,21 @@ def _router_summary(report: dict[str, Any], paths: Paths) -> str:
     return f"train-router: {report['examples']} examples, router in {paths.router}"
 
 
-def _evaluate_summary(metrics: dict[str, dict[str, Any]], paths: Paths) -> str:
+def _evaluate_summary(results: dict[str, dict[str, Any]], paths: Paths) -> str:
+    answered = sum(run["answered"] for by in results.values() for run in by.values())
+    reuse = [run["reuse"] for by in results.values() for run in by.values()]
+    hits, lookups = sum(r["hits"] for r in reuse), sum(r["lookups"] for r in reuse)
+    return (
+        f"evaluate: {', '.join(results)}: {answered} questions answered, {hits} of {lookups} LM results reused; "
+        f"traces in {paths.runs}"
+    )
+
+
+def _summarize_summary(metrics: dict[str, dict[str, Any]], paths: Paths) -> str:
     accs = ", ".join(
         f"{method} {sum(m['acc'] for m in by.values()) / len(by):.3f}" for method, by in metrics.items() if by
     )
-    reuse = [m["reuse"] for by in metrics.values() for m in by.values()]
-    hits, lookups = sum(r["hits"] for r in reuse), sum(r["lookups"] for r in reuse)
-    return (
-        f"evaluate: mean ACC over datasets: {accs}; {hits} of {lookups} LM results reused; "
-        f"gate passed; metrics in {paths.metrics}"
-    )
+    return f"summarize: mean ACC over datasets: {accs}; gate passed; metrics in {paths.metrics}"
 
 
 def _analyze_summary(result: dict[str, Any], paths: Paths) -> str:
@@ -136,6 +142,7 @@ STAGES: dict[str, Stage] = {
         Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
         Stage("tune-thresholds", tune_thresholds, None, _thresholds_summary),
         Stage("evaluate", evaluate, None, _evaluate_summary),
+        Stage("summarize", summarize, None, _summarize_summary),
         Stage("analyze", analyze, None, _analyze_summary),
         Stage("report", report, None, _report_summary),
     )
@@ -146,8 +153,8 @@ __all__ = [
     "Stage",
     "analyze",
     "evaluate",
+    "evaluate_method",
     "extract",
-    "gate_evaluate",
     "gate_extract",
     "gate_index",
     "gate_prepare",
@@ -156,6 +163,7 @@ __all__ = [
     "provenance",
     "report",
     "run_settings",
+    "summarize",
     "train_adaptive",
     "train_probe",
     "train_router",

@@ -17,11 +17,12 @@ from skillrag.data.schema import Question
 from skillrag.files import DataError, numbered_jsonl, write_jsonl
 from skillrag.paths import Paths
 from skillrag.stages.evaluation import evaluate
+from skillrag.stages.summary import summarize
 
 
 def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) -> dict[str, Any]:
     """Gate the questions at `questions`, copy them to data/custom/NAME/questions/eval/, and run
-    `evaluate` there: traces in data/custom/NAME/runs/, metrics and a report section
+    `evaluate` and `summarize` there: traces in data/custom/NAME/runs/, metrics and a report section
     (`report_section`) in reports/custom/NAME/."""
     from skillrag.quality.gate import run_gate
     from skillrag.quality.questions import question_checks
@@ -34,7 +35,8 @@ def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) ->
     run_gate("questions", {"rows": checks["rows"]}, custom.questions / "validation.json")
     for dataset, qs in by_dataset.items():
         write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
-    metrics = evaluate(params, custom, datasets=list(by_dataset))
+    evaluate(params, custom, datasets=list(by_dataset))
+    metrics = summarize(params, custom, datasets=list(by_dataset))
     report_section(params, custom, questions)
     return metrics
 

@@ -1,9 +1,20 @@
-"""Stage `evaluate`: every method on every evaluation set (data/runs/), gated before the metrics
-files are published; its questions may be sharded across workers (`shards`, `map_shards`)."""
+"""Stage `evaluate@<method>`: one method on every evaluation set (data/runs/<method>/); its
+questions may be sharded across workers (`shards`, `map_shards`). `skillrag.stages.summary`
+then gates every method's runs and writes the metrics.
+
+no_retrieval and single_step store every generation they make (skillrag.eval.generations),
+capturing the hidden states of all of `lm.layers`; the methods that start as they do
+(`STARTS_FROM`) read them from those stages' outputs and are served from them (read-only) when
+only what is captured differs, so each method is its own DVC stage and still makes no
+generation twice.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skillrag.config import Params
@@ -15,6 +26,19 @@ from skillrag.stages.settings import run_settings
 if TYPE_CHECKING:
     from skillrag.methods import Components
 
+STORED = ("no_retrieval", "single_step")  # the stages whose generations later stages start from
+# method -> the stored stages whose generations it starts from (a DVC dependency of its stage):
+# the gated loops and Adaptive-RAG's strategies answer closed-book, then over the question's
+# passages; IRCoT's first step is single_step's call.
+STARTS_FROM: dict[str, tuple[str, ...]] = {
+    "probing_rag": STORED,
+    "skill_rag": STORED,
+    "entropy_rag": STORED,
+    "adaptive_rag": STORED,
+    "ircot": ("single_step",),
+}
+GENERATIONS = "generations"  # data/runs/<method>/generations/: a stored stage's generations
+
 
 def evaluate(
     params: Params,
@@ -22,87 +46,132 @@ def evaluate(
     datasets: Sequence[str] | None = None,
     shards: int = 1,
     map_shards: ShardMap = in_process,
-) -> dict[str, Any]:
-    """Every method on every evaluation set: traces in data/runs/<method>/<dataset>.jsonl; then the
-    runs gate, and only once it passes, per (method, dataset) the headline numbers in
-    reports/metrics.json and the full summary (intervals, flexible scores, all costs, counts, and
-    `reuse`: the LM results this run took from earlier methods' calls) in
-    reports/metrics_detail.json, returned.
+    methods: Sequence[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every method of `methods` (default `evaluate.methods`), the stored ones first: each as
+    its `evaluate@<method>` stage runs it, the shards of the methods of one wave in one
+    `map_shards` call (on Dask, independent methods run on separate workers at once). Returns
+    method -> dataset -> {"answered", "reuse", "run_costs"} of this call.
 
+    Traces go to data/runs/<method>/<dataset>.jsonl, beside them `<dataset>.run.json` (the LM
+    results reused and the run's own costs, of the last call that answered a question).
     `datasets`: the evaluation sets (default `evaluate.datasets`; `skillrag evaluate --questions`
     passes its own). `shards` > 1 splits each run's unanswered questions into that many
-    contiguous slices, one per `map_shards` call (`evaluate_shard`), each writing its own part
-    file; the parts are then merged in question order (`skillrag.eval.runner.merge_parts`), so
-    the files equal a single-process run's. Workers never share a file, and the parent writes
-    only while no worker runs; the parts of an interrupted sharded run are merged first, so a
-    rerun (with any number of shards) resumes it."""
-    from skillrag.eval.runner import merge_parts
-    from skillrag.eval.summary import headline, summarize
-    from skillrag.files import write_json
-    from skillrag.methods import ReuseStats
+    contiguous slices, one per `evaluate_shard` call, each writing its own part file; the parts
+    are merged in question order (`skillrag.eval.runner.merge_parts`), so the files equal a
+    single-process run's. The parts of an interrupted sharded run are merged first, so a rerun
+    (with any number of shards) resumes it. A method's stage holds its own lock: two methods may
+    run at once, one method only once."""
+    from skillrag.files import exclusive, write_json
+    from skillrag.methods import METHODS
 
     datasets = list(params.evaluate.datasets if datasets is None else datasets)
-    questions = _questions(params, paths, datasets)
+    chosen = list(params.evaluate.methods if methods is None else methods)
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method {', '.join(unknown)} (choose from {', '.join(METHODS)})")
+    questions = eval_questions(params, paths, datasets)
+    results: dict[str, dict[str, Any]] = {}
+    waves = [[m for m in chosen if m in STORED], [m for m in chosen if m not in STORED]]
+    for wave in filter(None, waves):
+        with ExitStack() as locks:
+            for method in wave:
+                locks.enter_context(exclusive(paths.locks / f"evaluate-{method}.lock", f"`skillrag evaluate --method {method}`"))
+                _merge(params, paths, method, datasets, questions)  # the parts an interrupted sharded run left
+            calls = [(params, paths, method, datasets, shard, shards) for method in wave for shard in range(shards)]
+            done = map_shards(evaluate_shard, calls)
+            for method in wave:
+                _merge(params, paths, method, datasets, questions)
+                by_shard = [result for (_, _, m, *_), result in zip(calls, done, strict=True) if m == method]
+                results[method] = {dataset: _total([s[dataset] for s in by_shard]) for dataset in datasets}
+                for dataset, run in results[method].items():
+                    if run["answered"]:
+                        write_json(run_record(paths, method, dataset), {k: run[k] for k in ("reuse", "run_costs")})
+    return results
 
-    def merged() -> dict[tuple[str, str], list[Any]]:
-        return {
-            (name, dataset): merge_parts(
-                paths.run_file(name, dataset), questions[dataset], _settings(params, paths, name, dataset)
-            )
-            for dataset in datasets
-            for name in params.evaluate.methods
-        }
 
-    merged()  # the parts an interrupted sharded run left
-    reuse = map_shards(evaluate_shard, [(params, paths, datasets, shard, shards) for shard in range(shards)])
-    traces = merged()
-    metrics: dict[str, dict[str, Any]] = {name: {} for name in params.evaluate.methods}
-    for (name, dataset), run in traces.items():
-        stats = [by_run[name][dataset] for by_run in reuse]
-        total = ReuseStats(sum(s.lookups for s in stats), sum(s.hits for s in stats))
-        metrics[name][dataset] = {**summarize(run, params.methods.abstain_answer), "reuse": total.as_dict()}
-    gate_evaluate(params, paths, datasets)  # before the metrics are published: failed runs must not look measured
-    write_json(paths.metrics_detail, metrics)
-    write_json(paths.metrics, {name: {d: headline(s) for d, s in by.items()} for name, by in metrics.items()})
-    return metrics
+def evaluate_method(params: Params, paths: Paths, method: str, shards: int = 1, map_shards: ShardMap = in_process) -> dict[str, Any]:
+    """Stage `evaluate@<method>`: `evaluate` for that method alone."""
+    return evaluate(params, paths, shards=shards, map_shards=map_shards, methods=[method])[method]
+
+
+def run_record(paths: Paths, method: str, dataset: str) -> Path:
+    """What a run records beside its traces: the LM results it reused and its own costs."""
+    return paths.run_file(method, dataset).with_suffix(".run.json")
 
 
 def evaluate_shard(
-    params: Params, paths: Paths, datasets: Sequence[str], shard: int, shards: int
+    params: Params, paths: Paths, method: str, datasets: Sequence[str], shard: int, shards: int
 ) -> dict[str, dict[str, Any]]:
-    """One worker's part of `evaluate`: shard `shard` of `shards` of every (dataset, method) run,
-    appended to the run file itself when unsharded, else to the shard's own part file
-    (`skillrag.eval.runner.part_file`). Returns the `ReuseStats` per method and dataset.
+    """One worker's part of `evaluate` for one method: shard `shard` of `shards` of every dataset's
+    run, appended to the run file itself when unsharded, else to the shard's own part file
+    (`skillrag.eval.runner.part_file`). Returns per dataset the questions answered, the
+    `ReuseStats` and the run's own costs (`Method.run_costs`: a fresh method per dataset).
 
-    Datasets run one after another, every method on each, so a dataset's closed-book and
-    single-step answers are still remembered (`lm.reuse_cache`) when the gated methods reach
-    them; `lm.concurrency` questions run at once (skillrag.eval.runner)."""
+    Its ReusingLM is seeded with the generations of the stages it starts from (`STARTS_FROM`)
+    made by the same model; a stored stage records every generation it computes, with all of
+    `lm.layers` captured (chunks `<dataset>.<shard>.<n>` under its `generations/` folder)."""
+    import logging
+
     from skillrag import runtime
+    from skillrag.eval.generations import load_generations, save_generations
     from skillrag.eval.runner import part_file, read_traces, run_method
+    from skillrag.lm.base import resolve_layers
+    from skillrag.lm.loading import resolve_device
     from skillrag.methods import METHODS, ReusingLM, build_method
     from skillrag.runtime.components import open_components
 
-    questions = _questions(params, paths, datasets)
-    chosen_methods = [METHODS[name] for name in params.evaluate.methods]
-    needs_prober = any(method.needs_prober for method in chosen_methods)
-    needs_classifier = any(method.needs_classifier for method in chosen_methods)
-    lm = ReusingLM(runtime.open_lm(params), params.lm.reuse_cache)
-    parts = open_components(params, paths, needs_prober, lm=lm, needs_classifier=needs_classifier)
-    methods = {name: build_method(name, _keeping_states(name, parts)) for name in params.evaluate.methods}
-    reuse: dict[str, dict[str, Any]] = {name: {} for name in methods}
+    questions = eval_questions(params, paths, datasets)
+    chosen = METHODS[method]
+    inner = runtime.open_lm(params)
+    stored = method in STORED
+    capture = resolve_layers(params.lm.layers, inner.num_layers) if stored else ()
+    lm = ReusingLM(inner, params.lm.reuse_cache, capture=capture, record=stored)
+    parts = open_components(params, paths, chosen.needs_prober, lm=lm, needs_classifier=chosen.needs_classifier)
+    results: dict[str, dict[str, Any]] = {}
     for dataset in datasets:
-        for name, method in methods.items():
-            out_file, chosen = paths.run_file(name, dataset), questions[dataset]
-            if shards > 1:
-                done = {t.question_id for t in read_traces(out_file) if t.termination != "error"}
-                out_file, chosen = part_file(out_file, shard), shard_of([q for q in chosen if q.id not in done], shard, shards)
-            before = lm.stats
-            run_method(
-                method, chosen, out_file, _settings(params, paths, name, dataset),
-                concurrency=params.lm.concurrency, batch_size=params.lm.batch_size,
-            )
-            reuse[name][dataset] = lm.stats - before
-    return reuse
+        settings = _settings(params, paths, method, dataset)
+        identity = {"model": settings["inputs"]["model"], "device": str(resolve_device(params.lm.device))}
+        lm.seeds = {}
+        for source in STARTS_FROM.get(method, ()) if params.lm.reuse_cache else ():  # 0: no reuse at all
+            found, foreign = load_generations(paths.runs / source / GENERATIONS, dataset, identity)
+            lm.seeds |= found
+            for chunk in foreign:
+                logging.getLogger(__name__).warning("%s: made by another model, dtype or device; not reused", chunk)
+        out_file, todo = paths.run_file(method, dataset), questions[dataset]
+        if shards > 1:
+            done = {t.question_id for t in read_traces(out_file) if t.termination != "error"}
+            out_file, todo = part_file(out_file, shard), shard_of([q for q in todo if q.id not in done], shard, shards)
+        done = {t.question_id for t in read_traces(out_file) if t.termination != "error"}
+        answered = sum(q.id not in done for q in todo)
+        runner = build_method(method, _keeping_states(method, parts))
+        before = lm.stats
+        try:
+            run_method(runner, todo, out_file, settings, concurrency=params.lm.concurrency, batch_size=params.lm.batch_size)
+        finally:  # what an interrupted run made is kept too: the traces written before it may use it
+            if stored:
+                save_generations(paths.runs / method / GENERATIONS, f"{dataset}.{shard}", lm.made, identity)
+                lm.made.clear()
+        results[dataset] = {"answered": answered, "reuse": lm.stats - before, "run_costs": runner.run_costs()}
+    return results
+
+
+def _total(by_shard: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures summed over its shards (each shard pays its own run costs)."""
+    from skillrag.methods import Cost, ReuseStats
+
+    return {
+        "answered": sum(s["answered"] for s in by_shard),
+        "reuse": sum((s["reuse"] for s in by_shard), ReuseStats()).as_dict(),
+        "run_costs": asdict(sum((s["run_costs"] for s in by_shard), Cost())),
+    }
+
+
+def _merge(params: Params, paths: Paths, method: str, datasets: Sequence[str], questions: dict[str, list[Any]]) -> None:
+    from skillrag.eval.runner import merge_parts
+
+    for dataset in datasets:
+        merge_parts(paths.run_file(method, dataset), questions[dataset], _settings(params, paths, method, dataset))
 
 
 def _keeping_states(method: str, parts: Components) -> Components:
@@ -117,7 +186,7 @@ def _keeping_states(method: str, parts: Components) -> Components:
     return replace(parts, state_layers=tuple(parts.prober.layers))
 
 
-def _questions(params: Params, paths: Paths, datasets: Sequence[str]) -> dict[str, list[Any]]:
+def eval_questions(params: Params, paths: Paths, datasets: Sequence[str]) -> dict[str, list[Any]]:
     """dataset -> the evaluation questions a run answers (the first `evaluate.limit`)."""
     from skillrag.data.splits import load_split
 
@@ -130,16 +199,3 @@ def _questions(params: Params, paths: Paths, datasets: Sequence[str]) -> dict[st
 
 def _settings(params: Params, paths: Paths, method: str, dataset: str) -> dict[str, Any]:
     return run_settings(params, paths, method, [paths.question_file("eval", dataset)])
-
-
-def gate_evaluate(params: Params, paths: Paths, datasets: Sequence[str] | None = None) -> dict[str, Any]:
-    from skillrag.quality.runs import gate_runs
-
-    return gate_runs(
-        paths,
-        params.evaluate.methods,
-        params.evaluate.datasets if datasets is None else datasets,
-        params.evaluate.limit,
-        params.evaluate.max_error_rate,
-        params.evaluate.require_retrieval,
-    )

@@ -34,10 +34,12 @@ def test_evaluate_flow_on_two_dask_workers_equals_one_process(tmp_path, fakes):
 
     single, params = _workspace(tmp_path / "single")
     stages.evaluate(params, single)
+    stages.summarize(params, single)
     sharded, _ = _workspace(tmp_path / "sharded")
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     with prefect_test_harness(), cluster, Client(cluster) as client:
         client.register_plugin(Fakes())
         FLOWS["evaluate"](params_file=str(sharded.root / "params.yaml"), workers=2, dask_address=cluster.scheduler_address)
+        FLOWS["summarize"](params_file=str(sharded.root / "params.yaml"))
     assert _runs(sharded) == _runs(single)
     assert _headline(sharded) == _headline(single)

@@ -1,6 +1,6 @@
 """prefect.yaml, read as `prefect deploy` reads it: every deployment's entrypoint loads as a flow
-taking its parameters, each runs on the cpu or gpu work pool, the gpu pipeline sets
-lm.device=cuda, and the re-evaluations carry their cron schedule."""
+taking its parameters, each runs on the cpu or gpu work pool, the gpu pipeline runs the gpu
+profile (which resolves to valid parameters), and the re-evaluations carry their cron schedule."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_deployments_load_their_flows_on_cpu_and_gpu_pools():
         assert flow.name == name.rsplit("-", 1)[0]
         assert deployment["work_pool"]["name"] == name.rsplit("-", 1)[1]
         assert set(deployment.get("parameters", {})) <= set(flow.parameters.properties)
-    assert deployments["pipeline-gpu"]["parameters"]["overrides"] == ["lm.device=cuda"]
+    assert deployments["pipeline-gpu"]["parameters"]["profile"] == "gpu"
     assert deployments["reevaluate-gpu"]["parameters"]["set_params"] == ["lm.device=cuda"]
 
 
@@ -48,3 +48,14 @@ def test_each_pool_deploys_its_own_deployments_by_name():
 
     assert deployments_on(REPO / "prefect.yaml", "cpu") == ["pipeline-cpu", "reevaluate-cpu"]
     assert deployments_on(REPO / "prefect.yaml", "gpu") == ["pipeline-gpu", "reevaluate-gpu"]
+
+
+
+def test_the_gpu_profile_resolves_to_valid_parameters_at_the_paper_s_scale():
+    from skillrag.config import experiment_overrides, load_params
+
+    default, gpu = load_params(REPO / "params.yaml"), load_params(REPO / "params.yaml", "gpu")
+    assert (gpu.lm.device, gpu.retrieval.k, gpu.methods.ircot.max_passages) == ("cuda", 5, 15)
+    assert (gpu.prepare.train_size, gpu.prepare.dev_size, gpu.prepare.eval_size) == (3000, 500, 500)
+    assert gpu.lm.model == default.lm.model and gpu.evaluate.methods == default.evaluate.methods
+    assert {'lm.device="cuda"', "prepare.eval_size=500"} <= set(experiment_overrides(REPO / "params.yaml", "gpu"))  # `skillrag exp gpu`

@@ -51,6 +51,7 @@ def _headline(paths):
 def test_sharded_evaluate_equals_the_single_process_run(tmp_path, fakes):
     single, params = _workspace(tmp_path / "single")
     stages.evaluate(params, single)
+    stages.summarize(params, single)
     sharded, params = _workspace(tmp_path / "sharded")
     seen = []
 
@@ -62,8 +63,10 @@ def test_sharded_evaluate_equals_the_single_process_run(tmp_path, fakes):
         )
         return results
 
-    metrics = stages.evaluate(params, sharded, shards=3, map_shards=record)
-    assert [args[3:] for args in seen] == [(0, 3), (1, 3), (2, 3)]
+    stages.evaluate(params, sharded, shards=3, map_shards=record)
+    metrics = stages.summarize(params, sharded)
+    # the two methods of one wave in one map: on Dask, on separate workers at once
+    assert [(args[2], *args[4:]) for args in seen] == [(m, k, 3) for m in METHODS for k in range(3)]
     assert _runs(sharded) == _runs(single)
     assert _headline(sharded) == _headline(single)
     assert metrics["single_step"]["nq"]["n"] == 7
@@ -81,21 +84,21 @@ def test_an_interrupted_sharded_evaluate_resumes(tmp_path, fakes):
 
     with pytest.raises(KeyboardInterrupt):
         stages.evaluate(params, paths, shards=2, map_shards=die_in_second_shard)
-    first = part_file(paths.run_file("single_step", "nq"), 0)
+    first = part_file(paths.run_file("no_retrieval", "nq"), 0)
     assert len(first.read_text().splitlines()) == 3  # shard 0's three questions are kept
     answered = []
 
     def count(fn, calls):
         results = [fn(*args) for args in calls]
         answered.extend(
-            line for args in calls for name in METHODS
-            for line in (part_file(paths.run_file(name, "nq"), args[3]).read_text().splitlines()
-                         if part_file(paths.run_file(name, "nq"), args[3]).exists() else [])
+            line for args in calls
+            for line in (part_file(paths.run_file(args[2], "nq"), args[4]).read_text().splitlines()
+                         if part_file(paths.run_file(args[2], "nq"), args[4]).exists() else [])
         )
         return results
 
     stages.evaluate(params, paths, shards=3, map_shards=count)  # another shard count resumes too
-    assert len(answered) == 2 * 4  # only the four unanswered questions, per method
+    assert len(answered) == 4 + 7  # only no_retrieval's four unanswered questions, all of single_step's
     assert _runs(paths) == _runs(single)
 
 

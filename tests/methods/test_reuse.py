@@ -1,10 +1,14 @@
-"""Generation reuse: a repeated deterministic call is answered from memory, keyed on everything
-that determines it, within a bounded memory."""
+"""Generation reuse: a repeated deterministic call is answered from memory or stored seeds,
+keyed on what determines it, served when only what is captured differs, within a bounded memory."""
 
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
+import torch
+
+from skillrag.lm.calls import COMPUTE_S
 from skillrag.methods import ReuseStats, ReusingLM
 from skillrag.prompts.cot import STOP, cot_prompt
 from tests.fakes import CORPUS, RuleLM
@@ -29,9 +33,9 @@ def test_a_repeated_generation_is_the_identical_result_computed_once():
 
 @pytest.mark.parametrize(
     "change",
-    [{"max_new_tokens": 8}, {"stop": ("\n",)}, {"capture": [4]}, {"capture": None}, {"prefix": None}],
+    [{"max_new_tokens": 8}, {"stop": ("\n",)}, {"stop": (re.compile("Answer:"),)}, {"prefix": None}, {"capture": [1, 2, 4]}, {"attention": True}],
 )
-def test_anything_that_shapes_a_generation_keys_it(change):
+def test_what_determines_a_generation_or_a_capture_it_lacks_makes_it_new(change):
     inner = RuleLM()
     lm = ReusingLM(inner, capacity=8)
     _ask(lm)
@@ -63,10 +67,56 @@ def test_memory_is_bounded_least_recently_used_first():
     assert off.stats == ReuseStats(lookups=2, hits=0)
 
 
-def test_loglikelihood_is_reused_and_choices_pass_through():
+@pytest.mark.parametrize("asked", [[4], [2], None])
+def test_a_generation_that_captured_more_serves_a_call_asking_for_fewer_layers_or_none(asked):
+    inner = RuleLM()
+    lm = ReusingLM(inner, capacity=8)
+    stored = _ask(lm)
+    served = _ask(lm, capture=asked)
+    fresh = _ask(ReusingLM(RuleLM(), capacity=0), capture=asked)
+    assert len(inner.calls) == 1 and lm.stats.hits == 1
+    assert served.text == stored.text and served.token_ids == stored.token_ids
+    assert (served.hidden is None) == (fresh.hidden is None)
+    assert sorted(served.hidden or {}) == sorted(fresh.hidden or {})
+    assert all(torch.equal(served.hidden[layer], fresh.hidden[layer]) for layer in served.hidden or {})
+    assert sorted(stored.hidden) == [2, 4]  # the remembered result is left as it was
+
+
+def test_attention_calls_are_served_only_by_generations_made_with_attention():
+    inner = RuleLM()
+    lm = ReusingLM(inner, capacity=8)
+    _ask(lm, attention=True)
+    _ask(lm, attention=True)
+    _ask(lm)
+    assert len(inner.calls) == 2 and lm.stats.hits == 1
+
+
+def test_seeds_serve_read_only_and_every_computed_generation_is_recorded_wide():
+    maker = ReusingLM(RuleLM(), capacity=0, capture=[1, 2, 3, 4], record=True)
+    asked_none = _ask(maker, capture=None)
+    assert asked_none.hidden is None  # the caller gets what it asked for ...
+    [made] = maker.made
+    assert made.layers == {1, 2, 3, 4} and sorted(made.generation.hidden) == [1, 2, 3, 4]  # ... the record all layers
+    inner = RuleLM()
+    lm = ReusingLM(inner, capacity=0, seeds={made.key: made})
+    served = _ask(lm)
+    assert inner.calls == [] and lm.stats.hits == 1 and sorted(served.hidden) == [2, 4]
+    _ask(lm, OPEN)
+    assert len(inner.calls) == 1 and lm.seeds == {made.key: made}
+
+
+def test_a_reused_generation_carries_the_compute_time_it_took_when_made():
+    lm = ReusingLM(RuleLM(), capacity=8)
+    other = cot_prompt("Who wrote Cast Away?")
+    first = lm.generate([CLOSED.text, other.text], 16, stop=STOP, prefix=CLOSED.prefix)
+    assert first[0].extra[COMPUTE_S] == first[1].extra[COMPUTE_S] > 0  # each row its share of the call
+    again = _ask(lm, capture=None)
+    assert again.extra[COMPUTE_S] == first[0].extra[COMPUTE_S]
+
+
+def test_loglikelihood_and_choices_pass_through():
     inner = RuleLM()
     lm = ReusingLM(inner, capacity=8)
     assert lm.loglikelihood("a prompt", [" yes", " no"]) == lm.loglikelihood("a prompt", [" yes", " no"])
-    lm.loglikelihood("a prompt", [" no"])
     assert [kind for kind, _ in inner.calls] == ["loglikelihood", "loglikelihood"]
-    assert lm.stats == ReuseStats(lookups=3, hits=1)
+    assert lm.stats == ReuseStats()

@@ -115,7 +115,8 @@ def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_de
 def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage_when_missing(trained):
     _, paths, _, _ = trained
     evaluated = load_params(paths.root / "params.yaml", overrides=["evaluate.methods=[adaptive_rag, single_step]", "evaluate.datasets=[hotpotqa]"])
-    metrics = stages.evaluate(evaluated, paths)
+    stages.evaluate(evaluated, paths)
+    metrics = stages.summarize(evaluated, paths)
     traces = read_traces(paths.run_file("adaptive_rag", "hotpotqa"))
     routes = [t.rounds[1].stage for t in traces]
     assert routes == ["no_retrieval", "retrieval", "retrieval", "retrieval"]  # A, B, C (IRCoT's first round), default C
@@ -130,4 +131,5 @@ def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage
     with pytest.raises(ArtifactError, match=r"run `skillrag train-adaptive` \(or `dvc repro train_adaptive`\)"):
         stages.evaluate(evaluated, paths)
     single = load_params(paths.root / "params.yaml", overrides=["evaluate.methods=[single_step]", "evaluate.datasets=[hotpotqa]"])
-    assert stages.evaluate(single, paths)["single_step"]["hotpotqa"]["n"] == 4
+    stages.evaluate(single, paths)
+    assert stages.summarize(single, paths)["single_step"]["hotpotqa"]["n"] == 4
