@@ -85,8 +85,8 @@ def test_each_method_records_only_what_it_reads(workspace):
     single = _settings(workspace, "single_step")
     assert "index" in single["inputs"] and "prober" not in single["inputs"]
     assert "methods.max_rounds" not in single["params"] and single["params"]["retrieval.backend"] == "lucene"
-    probing = _settings(workspace, "probing_rag")
-    assert "methods.exit_mode" not in probing["params"] and probing["params"]["methods.max_rounds"] == 3
+    probing = _settings(workspace, "probing_rag", "methods.max_rounds=1")
+    assert "methods.exit_mode" not in probing["params"] and probing["params"]["methods.max_rounds"] == 1
 
 
 def test_provenance_names_the_code_and_libraries(workspace):

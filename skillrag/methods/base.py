@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from skillrag.answering import Attempt, Gate, Prober, ProberGate, answer_with
@@ -21,7 +21,7 @@ from skillrag.data.schema import Passage, Question
 from skillrag.lm.base import LM, state_vector
 from skillrag.methods.errors import is_question_failure
 from skillrag.methods.metering import Meter, MeteredLM, MeteredRetriever
-from skillrag.methods.trace import Round, Termination, Trace
+from skillrag.methods.trace import Cost, Round, Termination, Trace
 from skillrag.retrieval.base import Retriever
 from skillrag.skills.base import FailureState, Router, Routing
 from skillrag.skills.text import query_key

@@ -169,13 +169,13 @@ def _refuse_unreached(chosen: dict[str, dict[str, Any]], target: float, question
     missed = {m: t["dev_retrieval_rate"] for m, t in chosen.items() if not reaches(t["dev_retrieval_rate"], target, questions)}
     if missed:
         nearest = ", ".join(f"{m} {rate:.1%}" for m, rate in missed.items())
-        raise ValueError(
+        raise ConfigError(
             f"tune-thresholds: no threshold sends {target:.1%} of the {questions} dev questions to retrieval "
             f"(nearest: {nearest}): set tune_thresholds.target_retrieval_rate to a rate each reaches"
         )
     silent = [m for m, t in chosen.items() if t["dev_retrieval_rate"] == 0]
     if silent:
-        raise ValueError(
+        raise ConfigError(
             f"tune-thresholds: no threshold makes {', '.join(silent)} retrieve on any dev question (target rate "
             f"{target:.2f}): set tune_thresholds.target_retrieval_rate to a number above 0"
         )
