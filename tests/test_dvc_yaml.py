@@ -152,7 +152,7 @@ def test_evaluate_is_one_stage_per_method_each_reading_exactly_what_it_needs():
         assert listed == needed, f"evaluate@{method}: missing {sorted(needed - listed)}, extra {sorted(listed - needed)}"
         assert {d for d in stage["deps"] if d.startswith("data/")} == inputs | {"data/questions"}
         assert set(stage["params"]) == params | EVALUATE_PARAMS
-        assert stage["outs"] == [f"data/runs/{method}"]
+        assert stage["outs"][0] == f"data/runs/{method}" and list(stage["outs"][1]) == [f"reports/timings/evaluate-{method}.json"]
         assert stage["cmd"] == f"skillrag evaluate --method {method}"
 
 

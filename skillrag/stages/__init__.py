@@ -9,6 +9,7 @@ each function: a stage pays only for what it uses.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from skillrag.stages.settings import provenance, run_settings
 from skillrag.stages.states import extract, gate_extract
 from skillrag.stages.summary import summarize
 from skillrag.stages.thresholds import tune_thresholds
+from skillrag.stages.timing import timed
 
 
 @dataclass(frozen=True)
@@ -36,20 +38,23 @@ class Stage:
 
     `run` holds the stage's workspace lock (`.skillrag/locks/<name>.lock`), taken here for every
     stage, so two runs of one stage on one workspace never write the same outputs at once: the
-    second stops at once, naming the first."""
+    second stops at once, naming the first. A `timed` stage's wall time (gate included) goes to
+    reports/timings/<DVC stage name>.json (skillrag.stages.timing)."""
 
     name: str
     run: StageFn
     gate: StageFn | None
     summary: Callable[[Any, Paths], str]
+    timed: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run", exclusive(self.run, self.name))
 
     def __call__(self, params: Params, paths: Paths) -> Any:
-        result = self.run(params, paths)
-        if self.gate is not None:
-            self.gate(params, paths)
+        with timed(paths, self.name.replace("-", "_")) if self.timed else nullcontext():
+            result = self.run(params, paths)
+            if self.gate is not None:
+                self.gate(params, paths)
         return result
 
 
@@ -141,7 +146,7 @@ STAGES: dict[str, Stage] = {
         Stage("train-probe", train_probe, None, _probe_summary),
         Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
         Stage("tune-thresholds", tune_thresholds, None, _thresholds_summary),
-        Stage("evaluate", evaluate, None, _evaluate_summary),
+        Stage("evaluate", evaluate, None, _evaluate_summary, timed=False),  # timed per method: evaluate@<method>
         Stage("summarize", summarize, None, _summarize_summary),
         Stage("analyze", analyze, None, _analyze_summary),
         Stage("report", report, None, _report_summary),

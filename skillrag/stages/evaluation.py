@@ -91,8 +91,12 @@ def evaluate(
 
 
 def evaluate_method(params: Params, paths: Paths, method: str, shards: int = 1, map_shards: ShardMap = in_process) -> dict[str, Any]:
-    """Stage `evaluate@<method>`: `evaluate` for that method alone."""
-    return evaluate(params, paths, shards=shards, map_shards=map_shards, methods=[method])[method]
+    """Stage `evaluate@<method>`: `evaluate` for that method alone, its wall time recorded in
+    reports/timings/evaluate-<method>.json."""
+    from skillrag.stages.timing import timed
+
+    with timed(paths, f"evaluate@{method}"):
+        return evaluate(params, paths, shards=shards, map_shards=map_shards, methods=[method])[method]
 
 
 def run_record(paths: Paths, method: str, dataset: str) -> Path:
