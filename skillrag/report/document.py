@@ -28,6 +28,7 @@ from skillrag.report.tables import (
     probe_table,
     score_table,
     skill_table,
+    timing_table,
 )
 
 CASE_METHOD = "skill_rag"
@@ -45,9 +46,13 @@ Every score reads the final answer a method extracted, never its reasoning (skil
 - **LLM calls**: every generate, likelihood or route-and-write call counts once, however many prompts it
   batches; **generated / prompt tokens** are those calls' new and prompt tokens; **retrievals** count
   retriever queries; **retrieving** is the share of questions with at least one retrieval. Calls answered
-  from `evaluate`'s reuse memory are charged as if made, so methods compare fairly.
-- **Latency** is a question's wall time, which includes waiting for batches shared with other questions
-  (`lm.concurrency`); compare it between methods of one run, not across machines.
+  from reuse (the no_retrieval / single_step generations the gated methods start from, or `evaluate`'s
+  memory) are charged as if made, so methods compare fairly. **Run calls** are made once per run for no one
+  question (Skill-RAG's router calibration).
+- **Latency** is what a question's calls cost alone: a reused generation is charged the compute time it took
+  when it was made, a row of a batched call an equal share of that call, anything else the time waited (so it
+  includes no wait for other questions' batches). Compare it between methods of one run, not across machines.
+  **Wall time per stage** is the clock time each DVC stage took on the machine named there.
 - **Stage 1 / stage 2 accepted**: the share of closed-book answers, and of answers after retrieving with
   the question, that the prober accepted; **later rounds**: the share of re-retrieval rounds accepted.
 - **Prober calibration**: dev AUROC of the per-layer ensemble, expected calibration error (10 bins), and
@@ -178,6 +183,7 @@ def render_report(params: Params, paths: Paths, out: Path, against: str, change_
         ("Evaluation questions and the corpus", evidence_section(params, paths.questions, datasets)),
         ("Paired comparisons (same questions)", _paired(inputs, datasets, in_domain)),
         ("Cost", cost_table(inputs)),
+        ("Wall time per stage", timing_table(inputs.timings) or "_No stage recorded its time (`reports/timings/`)._"),
         ("The prober's gate and the skills", _gate_and_skills(inputs)),
         ("Prober calibration (dev)", (probe_table(inputs.probe) or "_`reports/probe_detail.json` is missing._")
          + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability", base)),

@@ -28,6 +28,7 @@ class Inputs:
     router: dict[str, Any]  # reports/router_metrics.json ({} when absent)
     analysis: dict[str, Any]  # reports/analysis.json ({} when absent)
     gates: dict[str, dict[str, Any]]  # gate name -> its validation result
+    timings: dict[str, dict[str, Any]]  # DVC stage name -> reports/timings/<stage>.json (skillrag.stages.timing)
 
     @property
     def methods(self) -> list[str]:
@@ -68,7 +69,8 @@ def load_inputs(paths: Paths) -> Inputs:
     for file in gate_result_files(paths):
         result = _json(file)
         gates[result.get("gate", file.parent.name)] = result
+    timings = {record["stage"]: record for record in map(_json, sorted((paths.reports / "timings").glob("*.json")))}
     return Inputs(
         detail, traces, settings, _json(paths.probe_detail), _json(paths.probe / "probe.json"),
-        _json(paths.router_metrics), _json(paths.analysis), gates,
+        _json(paths.router_metrics), _json(paths.analysis), gates, timings,
     )

@@ -105,9 +105,10 @@ def paired_table(
 
 def cost_table(inputs: Inputs) -> str:
     """Per method, over every evaluated question: mean LLM calls, generated and prompt tokens,
-    retrievals, the share of questions that retrieved at all, and latency percentiles."""
+    retrievals, the share of questions that retrieved at all, latency percentiles, and the calls
+    the runs made for no one question (Skill-RAG's router calibration, once per run)."""
     header = ["method", "n", "LLM calls", "generated tokens", "prompt tokens", "retrievals",
-              "retrieving", "latency p50 (s)", "latency p95 (s)"]
+              "retrieving", "latency p50 (s)", "latency p95 (s)", "run calls (not per question)"]
     rows = []
     for method in inputs.methods:
         traces = inputs.all_traces(method)
@@ -120,8 +121,19 @@ def cost_table(inputs: Inputs) -> str:
             method, str(len(traces)), f"{totals['llm_calls'].mean():.2f}", f"{totals['tokens_out'].mean():.0f}",
             f"{totals['tokens_in'].mean():.0f}", f"{totals['retrievals'].mean():.2f}",
             f"{(totals['retrievals'] > 0).mean():.0%}", f"{p50:.2f}", f"{p95:.2f}",
+            str(sum(int(run.get("run_costs", {}).get("llm_calls", 0)) for run in inputs.detail[method].values())),
         ])
     return markdown_table(header, rows)
+
+
+def timing_table(timings: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Each stage's wall time as recorded when it finished (all its legs when it was resumed)."""
+    if not timings:
+        return None
+    rows = [[stage, f"{t['wall_s'] / 60:.1f}", str(t["legs"]), t["device"], t["finished"]] for stage, t in timings.items()]
+    total = sum(t["wall_s"] for t in timings.values()) / 60
+    rows.append(["**all stages**", f"**{total:.1f}** ({total / 60:.2f} h)", "", "", ""])
+    return markdown_table(["stage", "wall time (min)", "legs", "device", "finished (UTC)"], rows)
 
 
 def _rate(verdicts: Sequence[bool]) -> str:
