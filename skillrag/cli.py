@@ -282,6 +282,18 @@ def report(
         console.print(f"report: pull-request comment against {against} in {out}", style="green", highlight=False)
 
 
+@app.command()
+def readme() -> None:
+    """Rewrite README.md's results section from the committed reports (reports/metrics.json,
+    probe_metrics.json, timings/): run it after committing a run, so the README shows exactly
+    what the reports hold (a test checks that they agree)."""
+    from skillrag.report.readme import update_readme
+
+    paths = state.paths()
+    changed = update_readme(paths.root / "README.md", paths.reports)
+    console.print(f"readme: results section {'updated' if changed else 'already current'}", style="green", highlight=False)
+
+
 def _show_round(round_: Any) -> None:
     score = "" if round_.score is None else f" score={round_.score:.3f} ({'accept' if round_.accepted else 'reject'})"
     console.print(f"[bold]round {round_.index}[/] [cyan]{round_.stage}[/]{score}", highlight=False)
