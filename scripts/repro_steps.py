@@ -25,8 +25,10 @@ from dvc.repo import Repo
 
 
 def stages_in_order(repo: Repo) -> list:
-    """Every stage, dependencies first (the graph's edges point from a stage to what it needs)."""
-    return list(reversed(list(nx.topological_sort(repo.index.graph))))
+    """Every stage, dependencies first (the graph's edges point from a stage to what it needs),
+    otherwise in dvc.yaml's order."""
+    written = {stage: n for n, stage in enumerate(repo.index.stages)}
+    return list(nx.lexicographical_topological_sort(repo.index.graph.reverse(), key=written.get))
 
 
 def is_changed(name: str) -> bool:
@@ -67,10 +69,12 @@ def main() -> int:
             if not args.no_push:
                 run(["dvc", "push", "--quiet", name])
             if not args.no_git:
-                run(["git", "add", "dvc.lock", *git_tracked_outputs(stage)])
+                tracked = ["dvc.lock", *git_tracked_outputs(stage)]
+                run(["git", "add", *tracked])
                 minutes = (time.monotonic() - started) / 60
                 message = f"run: stage {name} of the default pipeline finished ({minutes:.1f} min here)"
-                subprocess.run(["git", "commit", "--quiet", "-m", message], check=False)
+                # only these paths: whatever else is staged stays out of the run's commit
+                subprocess.run(["git", "commit", "--quiet", "-m", message, "--", *tracked], check=False)
         if args.until and name == args.until:
             break
     return 0
