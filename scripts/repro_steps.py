@@ -5,8 +5,8 @@ that stage resumes where it stopped.
 For every stage that `dvc status` reports changed, in dependency order: run the stage's own
 command (not `dvc repro`, which deletes a stage's outputs before it runs and so throws away the
 finished part of an interrupted resumable stage), record it in dvc.lock with `dvc commit`, push
-its cached outputs to the default DVC remote, and commit dvc.lock and the stage's git-tracked
-outputs (reports, metrics, figures) to git. Stops at the first stage that fails.
+its cached outputs to the default DVC remote, and commit dvc.lock, the stage's git-tracked
+outputs (reports, metrics, figures, timings) and the README's generated results to git. Stops at the first stage that fails.
 
     python scripts/repro_steps.py               # every changed stage
     python scripts/repro_steps.py --dry-run     # list what would run
@@ -69,7 +69,8 @@ def main() -> int:
             if not args.no_push:
                 run(["dvc", "push", "--quiet", name])
             if not args.no_git:
-                tracked = ["dvc.lock", *git_tracked_outputs(stage)]
+                run(["skillrag", "readme"])  # the README's results follow the committed reports
+                tracked = ["dvc.lock", "README.md", *git_tracked_outputs(stage)]
                 run(["git", "add", *tracked])
                 minutes = (time.monotonic() - started) / 60
                 message = f"run: stage {name} of the default pipeline finished ({minutes:.1f} min here)"
