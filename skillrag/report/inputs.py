@@ -69,7 +69,8 @@ def load_inputs(paths: Paths) -> Inputs:
     for file in gate_result_files(paths):
         result = _json(file)
         gates[result.get("gate", file.parent.name)] = result
-    timings = {record["stage"]: record for record in map(_json, sorted((paths.reports / "timings").glob("*.json")))}
+    records = sorted(map(_json, (paths.reports / "timings").glob("*.json")), key=lambda r: r["finished"])
+    timings = {record["stage"]: record for record in records}  # in the order the stages finished
     return Inputs(
         detail, traces, settings, _json(paths.probe_detail), _json(paths.probe / "probe.json"),
         _json(paths.router_metrics), _json(paths.analysis), gates, timings,

@@ -59,7 +59,8 @@ def _prober(probe: dict[str, Any]) -> str:
 def results_block(reports: Path) -> str:
     """The section's text (markers included) from the reports in `reports`."""
     metrics, probe = _json(reports / "metrics.json"), _json(reports / "probe_metrics.json")
-    timings = {r["stage"]: r for r in map(_json, sorted((reports / "timings").glob("*.json")))}
+    records = sorted(map(_json, (reports / "timings").glob("*.json")), key=lambda r: r["finished"])
+    timings = {r["stage"]: r for r in records}  # in the order the stages finished
     parts = []
     parts.append(_quality(metrics) if metrics else "_No committed run yet: `reports/metrics.json` is missing._")
     if probe:
