@@ -61,8 +61,11 @@ class PausingLM:
             number = int(re.search(r"\d+", question).group())
             text = " Looked it up.\nAnswer: " + ("Paris" if number % 2 == 0 else "Rome")
             pooled = fake_pooled(question + text, capture, self.hidden_size)
-            n = len(text.split())
-            out.append(Generation(text, list(range(n)), [-0.1] * n, [0.3] * n, len(prompt.split()), None, "stop", pooled=pooled))
+            pieces = re.findall(r"\s*\S+", text)  # a token per word: extract keeps one entry per token
+            n = len(pieces)
+            out.append(Generation(
+                text, list(range(n)), [-0.1] * n, [0.3] * n, len(prompt.split()), None, "stop", pooled=pooled, pieces=pieces,
+            ))
         return out
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
