@@ -32,11 +32,19 @@ def _legs_file(paths: Paths, stage: str) -> Path:
 
 
 def _device() -> str:
+    """What the time was measured on: the GPU, or the CPU's model, cores, torch threads and vector
+    extension (an AVX2-only CPU runs this model several times slower than one with avx512_bf16)."""
+    import platform
+
     import torch
 
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")] if cpuinfo.is_file() else []
+    name = names[0] if names else platform.processor() or "cpu"
+    extension = torch.backends.cpu.get_cpu_capability()
+    return f"{name} ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads, {extension})"
 
 
 @contextmanager
