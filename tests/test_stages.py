@@ -10,7 +10,6 @@ import pytest
 from skillrag import runtime, stages
 from skillrag.config import load_params
 from skillrag.errors import ArtifactError, DataError
-from skillrag.gitutil import git
 from skillrag.lm.base import Generation
 from skillrag.paths import Paths
 from skillrag.quality import GateFailed
@@ -91,6 +90,8 @@ def test_each_method_records_only_what_it_reads(workspace):
 
 
 def test_provenance_names_the_code_and_libraries(workspace):
+    from skillrag.gitutil import git
+
     provenance = _settings(workspace, "no_retrieval")["provenance"]
     assert set(provenance) == {"git_commit", "git_dirty", "torch", "transformers", "skillrag", "device"}
     assert provenance["device"] == "cpu"  # the device the run used (`_settings` sets lm.device=cpu)
