@@ -3,11 +3,11 @@ each run's settings sidecar and in the prober's record, and the code that wrote 
 
 from __future__ import annotations
 
-import subprocess
 from collections import defaultdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from skillrag.gitutil import head
 from skillrag.report.inputs import Inputs
 from skillrag.report.tables import markdown_table
 
@@ -25,17 +25,11 @@ def workspace_commit(root: Path) -> str:
     """The git commit of the project the report describes (the one `dvc metrics diff` compares
     from), marked when tracked files have uncommitted changes; "no git repository" outside one."""
 
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
+    state = head(root)
+    if state is None:
         return "no git repository"
-    return commit + (" (uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+    commit, dirty = state
+    return commit + (" (uncommitted changes)" if dirty else "")
 
 
 def _values(found: dict[str, set[str]]) -> list[list[str]]:

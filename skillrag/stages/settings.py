@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from skillrag.config import Params
+from skillrag.gitutil import head
 from skillrag.paths import Paths
 
 
@@ -72,22 +73,11 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
 def provenance() -> dict[str, Any]:
     """Which code made a run: the git commit (and whether the tree had uncommitted changes) and
     the versions of torch, transformers and skillrag. Recorded, never compared."""
-    import subprocess
     from importlib.metadata import version
 
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(
-                ["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    commit, dirty = head(Path(__file__).parent) or (None, None)
     return {
         "git_commit": commit,
-        "git_dirty": bool(status) if status is not None else None,
+        "git_dirty": dirty,
         **{package: version(package) for package in ("torch", "transformers", "skillrag")},
     }

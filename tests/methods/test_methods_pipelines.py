@@ -315,17 +315,14 @@ def test_factory_rejects_what_it_cannot_build():
         build_method("skill_rag", Components(lm, retriever, FakeProber([]), MethodsParams(router="learned")))
 
 
-def test_components_from_params_take_each_stage_setting():
-    params = load_params(
-        REPO / "params.yaml", overrides=["retrieval.k=3", "lm.max_new_tokens=20", "methods.exit_mode=abstain"]
-    )
-    parts = Components.from_params(params, FakeLM(), OverlapRetriever(CORPUS), state_layers=[2, 4])
-    assert (parts.k, parts.max_new_tokens, parts.params.exit_mode, parts.state_layers) == (
-        3,
-        20,
-        "abstain",
-        (2, 4),
-    )
+def test_a_method_built_from_params_retrieves_k_passages_cut_to_passage_words():
+    params = load_params(REPO / "params.yaml", overrides=["retrieval.k=2", "retrieval.passage_words=3"])
+    lm = FakeLM([answer("1952")])
+    parts = Components.from_params(params, lm, OverlapRetriever(CORPUS))
+    trace = build_method("single_step", parts).answer(QUESTION)
+    assert trace.rounds[0].passage_ids == ["cast", "zemeckis"]
+    prompt = lm.calls[0][1]
+    assert "Cast Away is" in prompt and "2000 film" not in prompt and "Robert Zemeckis (born" in prompt
 
 
 def test_interleave_alternates_lists_without_duplicates_up_to_k():
