@@ -12,7 +12,7 @@ from skillrag.config import load_params
 from skillrag.files import write_json
 from skillrag.paths import Paths
 from skillrag.probe.prober import Prober
-from skillrag.probe.states import write_shard
+from skillrag.probe.states import write_meta, write_shard
 from skillrag.quality.gate import GateFailed
 from skillrag.stages import train_probe
 
@@ -52,10 +52,8 @@ def _write_states(root: Path, entropy_separates: bool) -> None:
             "logprobs": [-0.1], "entropies": [float(entropy[i])], "pieces": ["a"],
         })
     paths = Paths(root)
-    paths.states.mkdir(parents=True)
     write_shard(paths.states, 0, rows, states)
-    meta = {"model": "tiny-llama", "identity": IDENTITY, "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"}
-    (paths.states / "meta.json").write_text(json.dumps(meta))
+    write_meta(paths.states, {"model": "tiny-llama", "identity": IDENTITY, "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"})
     write_json(paths.retry_rates, RETRIES)
 
 
