@@ -18,7 +18,7 @@ def index(params: Params, paths: Paths) -> Any:
     from skillrag.retrieval import build_indexes, index_fingerprint
     from skillrag.retrieval.manifest import smoke_queries
 
-    passages = read_corpus(params.index.corpus_file, params.index.max_passages)
+    passages = list(read_corpus(params.index.corpus_file, params.index.max_passages))
     stats = build_indexes(
         passages, paths.corpus, paths.index, params.index.threads, params.retrieval.k1, params.retrieval.b
     )
