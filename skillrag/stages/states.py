@@ -292,7 +292,15 @@ def merge_states(
     import torch
 
     from skillrag.lm.base import POOLINGS
-    from skillrag.probe.states import ROW_COLUMNS, load_features, publish_states, read_meta, read_rows, write_meta, write_shard
+    from skillrag.probe.states import (
+        ROW_COLUMNS,
+        load_features,
+        publish_states,
+        read_meta,
+        read_rows,
+        write_meta,
+        write_shard,
+    )
 
     metas = [read_meta(part) for part in parts]
     frames = [read_rows(part) for part in parts]

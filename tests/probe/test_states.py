@@ -5,7 +5,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from skillrag.errors import ArtifactError
-from skillrag.probe.states import layer_file, load_features, read_rows, stored_poolings, write_meta, write_shard
+from skillrag.probe.states import (
+    layer_file,
+    load_features,
+    read_rows,
+    stored_poolings,
+    write_meta,
+    write_shard,
+)
 from skillrag.quality import GateFailed
 from skillrag.quality.states import gate_states
 

@@ -8,8 +8,8 @@ import json
 from safetensors import safe_open
 
 from skillrag import runtime, stages
-from skillrag.files import write_json
 from skillrag.config import load_params
+from skillrag.files import write_json
 from skillrag.paths import Paths
 from skillrag.stages.evaluation import GENERATIONS
 from tests.conftest import write_rows
@@ -46,7 +46,7 @@ def test_gated_stages_start_from_the_stored_generations_and_trace_as_if_they_com
         _stage(paths, monkeypatch, method)
     assert sorted(p.name for p in (paths.runs / "no_retrieval" / GENERATIONS).iterdir()) == ["nq.0.0.safetensors"]
     with safe_open(str(paths.runs / "no_retrieval" / GENERATIONS / "nq.0.0.safetensors"), "pt") as chunk:
-        rows, names = json.loads(chunk.metadata()["rows"]), list(chunk.keys())  # noqa: SIM118 - not a dict
+        rows, names = json.loads(chunk.metadata()["rows"]), list(chunk.keys())
     assert {tuple(row["layers"]) for row in rows} == {(2, 4)}  # every layer captured, the prober's kept
     assert {name.rsplit("/", 1)[1] for name in names} == {"2", "4"}
     seeded = {m: _stage(paths, monkeypatch, m) for m in methods[2:]}
