@@ -69,8 +69,23 @@ class Paths:
         return self.root / "data" / "index"
 
     @property
+    def index_fingerprint(self) -> Path:
+        """The index's identity by content (skillrag.retrieval.manifest; git-tracked): what stages
+        that read the index depend on, since the Lucene files differ byte-wise between builds."""
+        return self.root / "data" / "fingerprints" / "index.json"
+
+    @property
     def states(self) -> Path:
+        """Extract's output (skillrag.probe.states): `rows/` (git-tracked) and `vectors/` (DVC cache)."""
         return self.root / "data" / "states"
+
+    @property
+    def states_rows(self) -> Path:
+        return self.states / "rows"
+
+    @property
+    def states_vectors(self) -> Path:
+        return self.states / "vectors"
 
     @property
     def probe(self) -> Path:
@@ -114,6 +129,11 @@ class Paths:
     @property
     def reports(self) -> Path:
         return self.root / "reports"
+
+    def validation(self, gate: str) -> Path:
+        """A quality gate's result (skillrag.quality.gate): reports/validation/<gate>.json, or
+        reports/custom/NAME/validation/<gate>.json; git-tracked, never inside a cached output."""
+        return self.results / "validation" / f"{gate}.json"
 
     @property
     def figures(self) -> Path:

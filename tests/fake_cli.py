@@ -22,8 +22,9 @@ from pathlib import Path
 import yaml
 
 from skillrag import cli, runtime
+from skillrag.files import write_json
 from skillrag.lm.base import Generation
-from skillrag.retrieval.manifest import write_index_manifest
+from skillrag.paths import Paths
 from tests.conftest import write_rows
 from tests.fakes import CORPUS, OverlapRetriever, fake_pooled
 
@@ -73,13 +74,11 @@ class PausingLM:
 
 
 def make_workspace(root: Path) -> Path:
-    """params.yaml, questions of every split, a model directory and an index manifest (the inputs
+    """params.yaml, questions of every split, a model directory and an index fingerprint (the inputs
     the run settings identify); the fakes stand in for the model and the retriever."""
     (root / "model").mkdir(parents=True)
     (root / "model" / "config.json").write_text("{}")
-    (root / "data" / "index" / "bm25s").mkdir(parents=True)
-    (root / "data" / "index" / "bm25s" / "data.npz").write_bytes(b"index")
-    write_index_manifest(root / "data" / "index")
+    write_json(Paths(root).index_fingerprint, {"corpus_sha256": "corpus"})
     for split, n in (("train", 4), ("dev", 2), ("eval", 4)):
         rows = [
             {"id": f"nq-{split}-{i}", "dataset": "nq", "question": f"Where is landmark {i} of the {split} set?", "answers": ["Paris"], "split": split}

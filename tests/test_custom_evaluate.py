@@ -52,7 +52,7 @@ def test_custom_questions_are_written_under_their_name_only(workspace, tmp_path)
     assert {dataset: m["n"] for dataset, m in metrics["single_step"].items()} == {"private": 3, "extra": 1}
     traces = (workspace / "data" / "custom" / "team-a" / "runs" / "no_retrieval" / "private.jsonl").read_text().splitlines()
     assert [json.loads(line)["question_id"] for line in traces] == ["p-0", "p-1", "p-2"]
-    assert json.loads((workspace / "data" / "custom" / "team-a" / "questions" / "validation.json").read_text())["success"]
+    assert json.loads((workspace / "reports" / "custom" / "team-a" / "validation" / "questions.json").read_text())["success"]
     report = (workspace / "reports" / "custom" / "team-a" / "report.md").read_text()
     assert report.startswith("# Evaluation on `team-a`") and "| single_step |" in report and "## Cost" in report
 

@@ -10,10 +10,10 @@ import pytest
 from skillrag import runtime, stages
 from skillrag.config import load_params
 from skillrag.errors import ArtifactError, DataError
+from skillrag.files import write_json
 from skillrag.lm.base import Generation
 from skillrag.paths import Paths
 from skillrag.quality import GateFailed
-from skillrag.retrieval.manifest import write_index_manifest
 from skillrag.stages import run_settings
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
@@ -30,9 +30,7 @@ def workspace(tmp_path):
     model.mkdir()
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"weights")
-    (paths.index / "bm25s").mkdir(parents=True)
-    (paths.index / "bm25s" / "data.npz").write_bytes(b"index")
-    write_index_manifest(paths.index)
+    write_json(paths.index_fingerprint, {"corpus_sha256": "corpus"})
     paths.probe.mkdir(parents=True)
     (paths.probe / "probe.json").write_text('{"layers": [2]}')
     (paths.probe / "layer_2.safetensors").write_bytes(b"weights")
@@ -65,8 +63,7 @@ def test_run_settings_follow_what_shapes_a_trace_and_not_speed_knobs(workspace):
     (paths.probe / "layer_2.safetensors").write_bytes(b"retrained")
     (model / "model.safetensors").write_bytes(b"other weights")
     questions.write_text('{"id": "nq-1"}\n')
-    (paths.index / "bm25s" / "data.npz").write_bytes(b"rebuilt")
-    write_index_manifest(paths.index)
+    write_json(paths.index_fingerprint, {"corpus_sha256": "another corpus"})
     changed = _settings(workspace, "skill_rag")["inputs"]
     assert all(changed[name] != base["inputs"][name] for name in ("prober", "model", "questions", "index"))
 
@@ -130,8 +127,7 @@ def evaluate_in(tmp_path, monkeypatch):
 
 def test_resuming_after_an_index_rebuild_is_refused_naming_the_index(evaluate_in):
     _, paths, _ = evaluate_in(PausingLM())
-    (paths.index / "bm25s" / "data.npz").write_bytes(b"rebuilt with other settings")
-    write_index_manifest(paths.index)
+    write_json(paths.index_fingerprint, {"corpus_sha256": "another corpus"})
     before = paths.run_file("single_step", "nq").read_text()
     with pytest.raises(DataError, match=r"single_step/nq\.jsonl holds 4 traces run with other settings \(changed: inputs\.index\)"):
         evaluate_in(PausingLM())

@@ -1,8 +1,10 @@
 """Run Great Expectations suites over in-memory frames and turn a failure into a readable error.
 
 A gate is a set of named checks, each a DataFrame plus the expectations it must meet. The full
-validation result is written (atomically) beside the artifact, pass or fail, so a failed stage
-leaves the evidence of why it failed.
+validation result is written (atomically) to `reports/validation/<gate>.json` (`Paths.validation`),
+pass or fail, so a failed stage leaves the evidence of why it failed. It is a git-tracked DVC output,
+so the run-time markers GX adds (`RUN_MARKERS`: load and validation times, the run's and each
+expectation's random ids) are dropped first: the same data gives the same bytes on any machine.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from skillrag.errors import UserError
 from skillrag.files import write_json
 
 MAX_EXAMPLES = 5
+RUN_MARKERS = (("batch_markers", "ge_load_time"), ("run_id", "run_time"), ("validation_time",), ("validation_id",))
+"""Paths under a result's `meta` that differ from run to run on the same data (GX 1.24)."""
 
 
 class GateFailed(UserError):
@@ -54,7 +58,21 @@ def _validate(gate: str, name: str, check: Check) -> dict[str, Any]:
     suite = context.suites.add_or_update(suite)
     definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=key, data=batch, suite=suite))
     result = definition.run(batch_parameters={"dataframe": check.frame}, result_format="SUMMARY")
-    return result.to_json_dict()
+    return without_run_markers(result.to_json_dict())
+
+
+def without_run_markers(result: dict[str, Any]) -> dict[str, Any]:
+    """`result` (a suite's validation result as JSON) without `RUN_MARKERS` and the expectations'
+    random `id`s; everything else, `pandas_data_fingerprint` included, is deterministic."""
+    meta = result.get("meta", {})
+    for *parents, key in RUN_MARKERS:
+        holder = meta
+        for parent in parents:
+            holder = holder.get(parent) or {}
+        holder.pop(key, None)
+    for item in result.get("results", []):
+        item.get("expectation_config", {}).pop("id", None)
+    return result
 
 
 def _summarise(gate: str, results: Mapping[str, dict[str, Any]]) -> str:

@@ -51,7 +51,9 @@ def _read_collection(corpus_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "title", "text"])
 
 
-def gate_index(corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float, b: float) -> dict[str, Any]:
+def gate_index(
+    corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float, b: float, result_path: Path
+) -> dict[str, Any]:
     """The gate after `index`: the written collection, both indexes' doc counts, and smoke queries
     (the titles of `smoke_queries` evenly spaced passages, each expected to retrieve a passage of
     that title in the Lucene top 10). Both backends' files are first checked against the index
@@ -59,17 +61,17 @@ def gate_index(corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float
     from skillrag.retrieval import LuceneRetriever
     from skillrag.retrieval.bm25s_backend import count_bm25s_docs
     from skillrag.retrieval.lucene_backend import count_lucene_docs
-    from skillrag.retrieval.manifest import BACKEND_DIRS, verify_index
+    from skillrag.retrieval.manifest import BACKEND_DIRS, SMOKE_K, smoke_queries, verify_index
 
     for backend in BACKEND_DIRS:
         verify_index(index_dir, backend)
     collection = _read_collection(corpus_dir)
     counts = {"lucene": count_lucene_docs(index_dir / "lucene"), "bm25s": count_bm25s_docs(index_dir / "bm25s")}
     hits = []
-    if params.smoke_queries and len(collection):
+    queries = smoke_queries(collection["title"].tolist(), params.smoke_queries)
+    if queries:
         retriever = LuceneRetriever(index_dir, k1=k1, b=b)
-        step = max(1, len(collection) // params.smoke_queries)
-        for title in collection["title"].iloc[::step].head(params.smoke_queries):
-            hits.append(any(hit.passage.title == title for hit in retriever.search(title, 10)))
+        for title in queries:
+            hits.append(any(hit.passage.title == title for hit in retriever.search(title, SMOKE_K)))
     checks = index_checks(collection["id"].tolist(), collection["text"].tolist(), counts, hits)
-    return run_gate("index", checks, index_dir / "validation.json")
+    return run_gate("index", checks, result_path)

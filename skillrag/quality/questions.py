@@ -75,8 +75,8 @@ def _side(row: Mapping[str, Any]) -> str:
     return side if side == "eval" else f"{side}: {row.get('id')} (orig_split {orig_split!r})"
 
 
-def gate_questions(questions_dir: Path, params: PrepareParams) -> dict[str, Any]:
+def gate_questions(questions_dir: Path, params: PrepareParams, result_path: Path) -> dict[str, Any]:
     """The gate after `prepare`: reads the written splits back and validates them."""
     rows = [row for path in sorted(questions_dir.glob("*/*.jsonl")) for row in read_jsonl(path)]
     checks = question_checks(rows, split_sizes(params), params.max_question_chars)
-    return run_gate("questions", checks, questions_dir / "validation.json")
+    return run_gate("questions", checks, result_path)

@@ -106,4 +106,4 @@ def gate_runs(
             ],
         ),
     }
-    return run_gate("runs", checks, paths.runs / "validation.json")
+    return run_gate("runs", checks, paths.validation("runs"))

@@ -43,9 +43,10 @@ def states_checks(rows: pd.DataFrame, shapes: pd.DataFrame, hidden_size: int) ->
     }
 
 
-def gate_states(states_dir: Path) -> dict[str, Any]:
-    """The gate after `extract`, over what is on disk: each shard's layer files must hold the
-    same poolings as the first (a missing layer file or pooling fails every check)."""
+def gate_states(states_dir: Path, result_path: Path) -> dict[str, Any]:
+    """The gate after `extract`, over what is on disk (rows and vectors, skillrag.probe.states):
+    each shard's layer files must hold the same poolings as the first (a missing layer file or
+    pooling fails every check)."""
     import torch
     from safetensors.torch import load_file
 
@@ -70,4 +71,4 @@ def gate_states(states_dir: Path) -> dict[str, Any]:
                     }
                 )
     shapes_frame = pd.DataFrame(shapes, columns=["tensor", "rows", "cols", "expected_rows", "finite"])
-    return run_gate("states", states_checks(rows, shapes_frame, meta["hidden_size"]), states_dir / "validation.json")
+    return run_gate("states", states_checks(rows, shapes_frame, meta["hidden_size"]), result_path)

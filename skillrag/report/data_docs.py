@@ -2,7 +2,7 @@
 DVC-tracked: ~4 MB of HTML and static assets that git need not hold) whose validation-results
 store receives every gate's stored result, rendered offline by GX's own site builder.
 
-The gates validate with an ephemeral context and write each result as JSON beside their artifact
+The gates validate with an ephemeral context and write each result as JSON to reports/validation/
 (skillrag.quality.gate); this reads those files back, so the docs show exactly what the gates saw
 and building them re-runs no check.
 """

@@ -48,8 +48,8 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def gate_result_files(paths: Paths) -> list[Path]:
-    """Every gate's full result: beside each data artifact, and the prober's in reports/."""
-    return sorted([*(paths.root / "data").glob("*/validation.json"), *paths.reports.glob("*validation.json")])
+    """Every gate's full result (reports/validation/<gate>.json, `Paths.validation`)."""
+    return sorted(paths.validation("*").parent.glob("*.json"))
 
 
 def load_inputs(paths: Paths) -> Inputs:
@@ -68,7 +68,7 @@ def load_inputs(paths: Paths) -> Inputs:
     gates = {}
     for file in gate_result_files(paths):
         result = _json(file)
-        gates[result.get("gate", file.parent.name)] = result
+        gates[result.get("gate", file.stem)] = result
     records = sorted(map(_json, (paths.reports / "timings").glob("*.json")), key=lambda r: r["finished"])
     timings = {record["stage"]: record for record in records}  # in the order the stages finished
     return Inputs(

@@ -2,7 +2,7 @@
 
 `build_indexes` (the index stage) builds both with a manifest of their files; `open_retriever`
 picks one at query time from `retrieval.backend` in params.yaml and checks its files against the
-manifest; `index_digest` is the built index's identity.
+manifest; `index_fingerprint` is the built index's identity by content (`index_identity` its digest).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from skillrag.retrieval.base import Hit, IndexMissingError, Retriever
 from skillrag.retrieval.bm25s_backend import BM25sRetriever
 from skillrag.retrieval.index import IndexStats, build_indexes
 from skillrag.retrieval.lucene_backend import LuceneRetriever
-from skillrag.retrieval.manifest import IndexCorruptError, index_digest
+from skillrag.retrieval.manifest import IndexCorruptError, index_fingerprint, index_identity
 
 BACKENDS = ("lucene", "bm25s")
 
@@ -38,6 +38,7 @@ __all__ = [
     "LuceneRetriever",
     "Retriever",
     "build_indexes",
-    "index_digest",
+    "index_fingerprint",
+    "index_identity",
     "open_retriever",
 ]

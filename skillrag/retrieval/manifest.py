@@ -1,23 +1,36 @@
-"""The index manifest (`<index_dir>/manifest.json`): every Lucene and bm25s file's size and sha256,
+"""The index manifest and the index fingerprint.
+
+The manifest (`<index_dir>/manifest.json`): every Lucene and bm25s file's size and sha256,
 written by the index stage and checked (sizes and hashes; 0.03 s on the default 38,675-passage
 index) before a backend opens its files, so a damaged file is one line naming it, never a Java
-or numpy traceback.
+or numpy traceback. It is not the index's identity: Lucene writes random segment ids, so two
+builds of the same corpus differ byte-wise.
 
-Its digest is the index's identity (`index_digest`): run settings record it, so traces made on
-one index are never resumed on another.
+The fingerprint (`data/fingerprints/index.json`, `Paths.index_fingerprint`; git-tracked) is: what
+the index holds and how it answers (a digest of the corpus, BM25 k1 and b, the pyserini, Lucene and
+bm25s versions, the document count, each backend's top-k ids for the smoke queries), with sorted
+keys and no times, so every rebuild of the same corpus writes the same bytes. Stages that read the
+index depend on it, and run settings and extract's fingerprint record its digest (`index_identity`):
+traces made on one index are never resumed on another, and a rebuilt index is the same one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from skillrag.files import digest
 from skillrag.manifest import ArtifactCorruptError, read_manifest, verify_files, write_manifest
 from skillrag.retrieval.base import IndexMissingError
 
 MANIFEST = "manifest.json"
 BACKEND_DIRS = ("lucene", "bm25s")
 REBUILD = "rebuild it with `skillrag index` (or `dvc repro index`)"
+SMOKE_K = 10  # hits per smoke query: the gate looks for the query's passage among them, the fingerprint records their ids
 
 
 class IndexCorruptError(ArtifactCorruptError):
@@ -40,10 +53,62 @@ def _read(index_dir: Path) -> dict[str, Any]:
         raise IndexCorruptError(str(err)) from None
 
 
-def index_digest(index_dir: str | Path) -> str:
-    """The identity of the index in `index_dir` (both backends): its manifest's digest. Cheap: reads
-    the manifest only (opening a retriever checks the files)."""
-    return str(_read(Path(index_dir))["digest"])
+def smoke_queries(titles: Sequence[str], n: int) -> list[str]:
+    """The titles of `n` evenly spaced passages of `titles`: the smoke queries of the index gate
+    (each expected to find its own passage) and of the fingerprint."""
+    if not n or not titles:
+        return []
+    return list(titles[:: max(1, len(titles) // n)][:n])
+
+
+def corpus_digest(corpus_dir: Path) -> str:
+    """sha256 over the collection's documents sorted by id: the same passages give the same digest
+    however many shard files (`index.threads`) hold them."""
+    docs = [line for path in sorted(Path(corpus_dir).glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines()]
+    docs.sort(key=lambda line: json.loads(line)["id"])
+    return hashlib.sha256("\n".join(docs).encode()).hexdigest()
+
+
+def _top_ids(retriever: Any, queries: Sequence[str], k: int) -> list[list[str]]:
+    """Each query's top-`k` passage ids, ties broken by id: Lucene breaks them by its internal doc
+    ids, which a multi-threaded build assigns in no fixed order, so twice `k` hits are ranked."""
+    ranked = [sorted(hits, key=lambda h: (-h.score, h.passage.id)) for hits in retriever.batch_search(list(queries), 2 * k)]
+    return [[h.passage.id for h in hits[:k]] for hits in ranked]
+
+
+def index_fingerprint(corpus_dir: Path, index_dir: Path, k1: float, b: float, queries: Sequence[str]) -> dict[str, Any]:
+    """What the index holds and how it answers (see the module docstring); reads the corpus, the
+    backends' document counts and their answers to `queries`, never the bytes of the index files."""
+    from skillrag.retrieval.bm25s_backend import BM25sRetriever, count_bm25s_docs
+    from skillrag.retrieval.java import java_class
+    from skillrag.retrieval.lucene_backend import LuceneRetriever, count_lucene_docs
+
+    lucene = LuceneRetriever(index_dir, k1=k1, b=b, threads=1)
+    try:
+        lucene_top = _top_ids(lucene, queries, SMOKE_K) if queries else []
+    finally:
+        lucene.close()
+    bm25s_top = _top_ids(BM25sRetriever(index_dir, k1=k1, b=b), queries, SMOKE_K) if queries else []
+    return {
+        "corpus_sha256": corpus_digest(corpus_dir),
+        "bm25": {"k1": k1, "b": b},
+        "versions": {
+            "pyserini": version("pyserini"),
+            "lucene": str(java_class("org.apache.lucene.util.Version").LATEST.toString()),
+            "bm25s": version("bm25s"),
+        },
+        "documents": {"lucene": count_lucene_docs(index_dir / "lucene"), "bm25s": count_bm25s_docs(index_dir / "bm25s")},
+        "smoke": {"k": SMOKE_K, "queries": list(queries), "lucene": lucene_top, "bm25s": bm25s_top},
+    }
+
+
+def index_identity(fingerprint_path: str | Path) -> str:
+    """The index's identity: the digest of its fingerprint file (not of the index's files, which
+    differ between builds of the same corpus). Raises IndexMissingError when there is none."""
+    path = Path(fingerprint_path)
+    if not path.is_file():
+        raise IndexMissingError(f"no index fingerprint at {path}: {REBUILD}")
+    return digest(path)
 
 
 def verify_index(index_dir: str | Path, backend: str) -> None:

@@ -32,7 +32,7 @@ def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) ->
     rows = [q.to_dict() for qs in by_dataset.values() for q in qs]
     # the row checks only: split sizes and original-split origins describe the bundle's sampling
     checks = question_checks(rows, {}, params.prepare.max_question_chars)
-    run_gate("questions", {"rows": checks["rows"]}, custom.questions / "validation.json")
+    run_gate("questions", {"rows": checks["rows"]}, custom.validation("questions"))
     for dataset, qs in by_dataset.items():
         write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
     evaluate(params, custom, datasets=list(by_dataset))

@@ -11,6 +11,7 @@ generation twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict
@@ -114,7 +115,8 @@ def evaluate_shard(
 
     Its ReusingLM is seeded with the generations of the stages it starts from (`STARTS_FROM`)
     made by the same model; a stored stage records every generation it computes, with all of
-    `lm.layers` captured (chunks `<dataset>.<shard>.<n>` under its `generations/` folder)."""
+    `lm.layers` captured and the prober's layers kept (chunks `<dataset>.<shard>.<n>` under its
+    `generations/` folder; skillrag.eval.generations)."""
     import logging
 
     from skillrag import runtime
@@ -130,6 +132,7 @@ def evaluate_shard(
     inner = runtime.open_lm(params)
     stored = method in STORED
     capture = resolve_layers(params.lm.layers, inner.num_layers) if stored else ()
+    kept = _layers_read_later(paths) if stored else None
     lm = ReusingLM(inner, params.lm.reuse_cache, capture=capture, record=stored)
     parts = open_components(params, paths, chosen.needs_prober, lm=lm, needs_classifier=chosen.needs_classifier)
     results: dict[str, dict[str, Any]] = {}
@@ -154,10 +157,18 @@ def evaluate_shard(
             run_method(runner, todo, out_file, settings, concurrency=params.lm.concurrency, batch_size=params.lm.batch_size)
         finally:  # what an interrupted run made is kept too: the traces written before it may use it
             if stored:
-                save_generations(paths.runs / method / GENERATIONS, f"{dataset}.{shard}", lm.made, identity)
+                save_generations(paths.runs / method / GENERATIONS, f"{dataset}.{shard}", lm.made, identity, kept)
                 lm.made.clear()
         results[dataset] = {"answered": answered, "reuse": lm.stats - before, "run_costs": runner.run_costs()}
     return results
+
+
+def _layers_read_later(paths: Paths) -> list[int] | None:
+    """The layers whose hidden states the methods starting from the stored generations read: the
+    prober's (its gate scores them, skill_rag's state vector averages them); None (every captured
+    layer) before a prober was trained."""
+    record = paths.probe / "probe.json"
+    return json.loads(record.read_text(encoding="utf-8"))["layers"] if record.exists() else None
 
 
 def _total(by_shard: Sequence[dict[str, Any]]) -> dict[str, Any]:

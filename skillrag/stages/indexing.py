@@ -1,4 +1,6 @@
-"""Stage `index`: the corpus collection and both BM25 indexes (data/corpus/, data/index/) and their gate."""
+"""Stage `index`: the corpus collection and both BM25 indexes (data/corpus/, data/index/; DVC cache
+only, rebuilt on a new machine), the index fingerprint (data/fingerprints/index.json, in git: what
+the stages that read the index depend on) and the gate."""
 
 from __future__ import annotations
 
@@ -9,17 +11,24 @@ from skillrag.paths import Paths
 
 
 def index(params: Params, paths: Paths) -> Any:
-    """Corpus -> data/corpus (JsonCollection) + data/index/{lucene,bm25s}; returns IndexStats."""
+    """Corpus -> data/corpus (JsonCollection) + data/index/{lucene,bm25s}, then their fingerprint
+    (skillrag.retrieval.manifest); returns IndexStats."""
     from skillrag.data.corpus import read_corpus
-    from skillrag.retrieval import build_indexes
+    from skillrag.files import write_json
+    from skillrag.retrieval import build_indexes, index_fingerprint
+    from skillrag.retrieval.manifest import smoke_queries
 
-    passages = read_corpus(params.index.corpus_file, params.index.max_passages)
-    return build_indexes(
+    passages = list(read_corpus(params.index.corpus_file, params.index.max_passages))
+    stats = build_indexes(
         passages, paths.corpus, paths.index, params.index.threads, params.retrieval.k1, params.retrieval.b
     )
+    queries = smoke_queries([p.title for p in passages], params.index.smoke_queries)
+    fingerprint = index_fingerprint(paths.corpus, paths.index, params.retrieval.k1, params.retrieval.b, queries)
+    write_json(paths.index_fingerprint, fingerprint)
+    return stats
 
 
 def gate_index(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.quality.index import gate_index as run
 
-    return run(paths.corpus, paths.index, params.index, params.retrieval.k1, params.retrieval.b)
+    return run(paths.corpus, paths.index, params.index, params.retrieval.k1, params.retrieval.b, paths.validation("index"))

@@ -18,4 +18,4 @@ def prepare(params: Params, paths: Paths) -> dict[str, dict[str, int]]:
 def gate_prepare(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.quality.questions import gate_questions
 
-    return gate_questions(paths.questions, params.prepare)
+    return gate_questions(paths.questions, params.prepare, paths.validation("questions"))

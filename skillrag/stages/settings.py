@@ -53,7 +53,7 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
 
     from skillrag.files import digest
     from skillrag.lm.loading import model_identity
-    from skillrag.retrieval.manifest import index_digest
+    from skillrag.retrieval.manifest import index_identity
 
     def prompts() -> str:
         return digest(*sorted(p for p in resources.files("skillrag.prompts").iterdir() if p.name.endswith(".txt")))
@@ -62,7 +62,7 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
         "questions": lambda: digest(*question_files),
         "model": lambda: model_identity(params.lm.model, params.lm.device, params.lm.dtype),
         "prompts": prompts,
-        "index": lambda: index_digest(paths.index),
+        "index": lambda: index_identity(paths.index_fingerprint),  # by content: a rebuilt index is the same
         "prober": lambda: digest(*sorted(paths.probe.glob("*.*"))),
         "router": lambda: digest(*sorted(paths.router.glob("*.*"))),
         "thresholds": lambda: digest(paths.thresholds) if paths.thresholds.exists() else None,

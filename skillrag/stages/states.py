@@ -1,4 +1,5 @@
-"""Stage `extract`: the prober's training data (data/states/, skillrag.probe.states) and its gate.
+"""Stage `extract`: the prober's training data (data/states/rows/ in git and data/states/vectors/ in
+the DVC cache, skillrag.probe.states) and its gate.
 
 For every train/dev question and every strategy (closed-book `no_retrieval`; `single_step` over
 the BM25 top-k for the question) the LM answers through the one answer path the methods use
@@ -10,9 +11,10 @@ no answer or hit the budget, and its tokens' texts, log-probabilities and entrop
 
 Resumable: finished rows are checkpointed as shards in `<out>.partial/` every few rows or seconds
 (`extract.checkpoint_rows`, `extract.checkpoint_seconds`); a re-run with the same inputs (same
-fingerprint: model, retrieval backend and parameters, index, prompts, questions) skips finished
-(question, strategy) pairs, and the folder replaces `<out>` only when every pair is done; an
-`<out>` already written with the same fingerprint is kept as it is.
+fingerprint: model, retrieval backend and parameters, the index fingerprint, prompts, questions)
+skips finished (question, strategy) pairs, and its rows and vectors replace `<out>`'s only when
+every pair is done; an `<out>` already written with the same fingerprint is kept as it is, unless
+its vectors are missing (a new machine has the rows from git only): then it is computed again.
 
 Sharded (`shards`, `map_shards`): each worker runs `extract_states` on a contiguous slice of the
 questions into a folder of its own, resumable as above, and `merge_states` writes `<out>` from
@@ -99,14 +101,14 @@ def extract_shard(params: Params, paths: Paths, shard: int, shards: int) -> dict
 def gate_extract(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.quality.states import gate_states
 
-    return gate_states(paths.states)
+    return gate_states(paths.states, paths.validation("states"))
 
 
 def fingerprint(
     inputs: Mapping[str, Any], layers: Sequence[int], strategies: Sequence[str], max_new_tokens: int, questions: Sequence[Question]
 ) -> str:
     """Everything that changes the rows: a partial run is resumed only when this matches.
-    `inputs`: the identities of the model and of the retrieval (backend, k, k1, b, index digest)."""
+    `inputs`: the identities of the model and of the retrieval (backend, k, k1, b, the index fingerprint's digest)."""
     from skillrag.prompts import load_prompt
 
     material = json.dumps(
@@ -212,8 +214,7 @@ def extract_states(
     from tqdm import tqdm
 
     from skillrag import interrupts
-    from skillrag.files import publish, write_json
-    from skillrag.probe.states import read_meta, read_rows, write_shard
+    from skillrag.probe.states import publish_states, read_rows, shard_names, write_meta, write_shard
 
     out_dir = Path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
@@ -224,17 +225,15 @@ def extract_states(
         "hidden_size": lm.hidden_size,
         "fingerprint": fingerprint(inputs, layers, strategies, max_new_tokens, questions),
     }
-    if (out_dir / "meta.json").exists() and read_meta(out_dir)["fingerprint"] == meta["fingerprint"]:
-        return _summary(read_rows(out_dir), len(list(out_dir.glob("shard-*.parquet"))))
-    recorded = json.loads((work / "meta.json").read_text()) if (work / "meta.json").exists() else {}
-    if work.exists() and recorded.get("fingerprint") != meta["fingerprint"]:
+    if _done(out_dir, meta["fingerprint"]):
+        return _summary(read_rows(out_dir), len(shard_names(out_dir)))
+    if work.exists() and not _done(work, meta["fingerprint"], complete=False):
         shutil.rmtree(work)  # inputs changed: the partial rows would be wrong
-    work.mkdir(parents=True, exist_ok=True)
-    write_json(work / "meta.json", meta)
+    write_meta(work, meta)
     finished = read_rows(work)
     done = set(zip(finished["id"], finished["strategy"]))
     todo = [(q, s) for s in strategies for q in questions if (q.id, s) not in done]
-    shard = len(list(work.glob("shard-*.parquet")))
+    shard = len(shard_names(work))
     rows: list[dict[str, Any]] = []
     pending: list[States] = []
     saved = time.monotonic()
@@ -250,8 +249,18 @@ def extract_states(
                 with interrupts.deferred():  # a checkpoint is written whole
                     write_shard(work, shard, rows, _concat(pending))
                 shard, rows, pending, saved = shard + 1, [], [], time.monotonic()
-    publish(work, out_dir)
+    publish_states(work, out_dir)
+    shutil.rmtree(work)
     return _summary(read_rows(out_dir), shard)
+
+
+def _done(directory: Path, fingerprint: str, complete: bool = True) -> bool:
+    """Whether `directory` holds states made with `fingerprint`, with all their vectors when `complete`."""
+    from skillrag.probe.states import has_vectors, read_meta, rows_dir
+
+    if not (rows_dir(directory) / "meta.json").exists() or read_meta(directory)["fingerprint"] != fingerprint:
+        return False
+    return not complete or has_vectors(directory)
 
 
 def _concat(parts: Sequence[States]) -> States:
@@ -276,13 +285,22 @@ def merge_states(
     """Write `out_dir` from `parts`, the finished outputs of `extract_states` over contiguous slices
     of `questions` (same inputs and settings): the rows in the order one run over all `questions`
     writes them (strategy, then question), in shards of `checkpoint_rows`, with the meta one run
-    writes. Published atomically; returns `extract_states`' summary."""
+    writes. Published as `extract_states` publishes; returns its summary."""
+    import tempfile
+
     import pandas as pd
     import torch
 
-    from skillrag.files import atomic_path, write_json
     from skillrag.lm.base import POOLINGS
-    from skillrag.probe.states import ROW_COLUMNS, load_features, read_meta, read_rows, write_shard
+    from skillrag.probe.states import (
+        ROW_COLUMNS,
+        load_features,
+        publish_states,
+        read_meta,
+        read_rows,
+        write_meta,
+        write_shard,
+    )
 
     metas = [read_meta(part) for part in parts]
     frames = [read_rows(part) for part in parts]
@@ -298,15 +316,16 @@ def merge_states(
     # the parts' meta differs only in the fingerprint, which covers their own questions
     meta = {**metas[0], "fingerprint": fingerprint(inputs, layers, strategies, max_new_tokens, questions)}
     starts = range(0, len(rows), checkpoint_rows)
-    with atomic_path(out_dir) as tmp:
-        tmp.mkdir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".merge.", dir=out_dir.parent) as tmp:
         for number, start in enumerate(starts):
             chosen = order[start : start + checkpoint_rows]
             write_shard(
-                tmp, number, rows.iloc[start : start + checkpoint_rows].to_dict("records"),
+                Path(tmp), number, rows.iloc[start : start + checkpoint_rows].to_dict("records"),
                 {pooling: {layer: t[chosen] for layer, t in by_layer.items()} for pooling, by_layer in states.items()},
             )
-        write_json(tmp / "meta.json", meta)
+        write_meta(Path(tmp), meta)
+        publish_states(Path(tmp), out_dir)
     return _summary(read_rows(out_dir), len(starts))
 
 
@@ -338,9 +357,9 @@ def _inputs(params: Params, paths: Paths) -> dict[str, Any]:
 
     inputs: dict[str, Any] = {"model": model_identity(params.lm.model, params.lm.device, params.lm.dtype)}
     if "single_step" in params.extract.strategies:
-        from skillrag.retrieval.manifest import index_digest
+        from skillrag.retrieval.manifest import index_identity
 
-        inputs["retrieval"] = {**params.retrieval.model_dump(), "index": index_digest(paths.index)}
+        inputs["retrieval"] = {**params.retrieval.model_dump(), "index": index_identity(paths.index_fingerprint)}
     return inputs
 
 

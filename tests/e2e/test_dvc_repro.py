@@ -18,8 +18,8 @@ def test_repro_builds_every_stage_and_is_then_up_to_date(dvc_project):
         "2wiki.jsonl", "hotpotqa.jsonl", "musique.jsonl", "nq.jsonl", "triviaqa.jsonl",
     ]
     assert len(list(read_jsonl(questions / "train" / "nq.jsonl"))) == 30  # tiny: 90 train / 3 datasets
-    for gate in ["data/questions", "data/index", "data/states", "data/runs"]:
-        assert json.loads((dvc_project / gate / "validation.json").read_text())["success"], gate
+    for gate in ["questions", "index", "states", "probe", "runs"]:
+        assert json.loads((dvc_project / "reports" / "validation" / f"{gate}.json").read_text())["success"], gate
     assert (dvc_project / "dvc.lock").exists()
     status = run(["dvc", "status"], dvc_project).stdout
     assert "up to date" in status.lower(), status

@@ -72,3 +72,25 @@ def test_chunks_add_up_and_another_model_s_are_left_out(tmp_path):
     found, foreign = load_generations(tmp_path, "nq", MODEL)
     assert len(found) == 3 and foreign == [other]
     assert save_generations(tmp_path, "nq.0", [], MODEL) is None
+
+
+def test_a_store_kept_to_the_readers_layers_serves_them_bit_for_bit_and_computes_other_layers(tmp_path):
+    """Kept to layer 2 (the prober's): a call for layer 2 gets exactly what computing it gives, in
+    every pooling; a call for layer 3 is not served (computed), so nothing a method reads changes."""
+    made = _made()
+    save_generations(tmp_path / "all", "nq.0", made, MODEL)
+    save_generations(tmp_path / "kept", "nq.0", made, MODEL, layers=[2])
+    sizes = [(tmp_path / d / "nq.0.0.safetensors").stat().st_size for d in ("all", "kept")]
+    assert sizes[1] < sizes[0] / 2
+    found, _ = load_generations(tmp_path / "kept", "nq", MODEL)
+    assert all(m.layers == frozenset({2}) for m in found.values())
+    prompts = [cot_prompt(f"Question {i}?") for i in range(3)]
+    texts = [p.text for p in prompts]
+    seeded, fresh = (ReusingLM(RuleLM(), capacity=0, seeds=seeds) for seeds in (found, {}))
+    served = seeded.generate(texts, 16, stop=STOP, capture=[2], prefix=prompts[0].prefix)
+    computed = fresh.generate(texts, 16, stop=STOP, capture=[2], prefix=prompts[0].prefix)
+    assert seeded.stats.hits == 3
+    for a, b in zip(served, computed, strict=True):
+        assert a.text == b.text and _equal(a.pooled, b.pooled) and _equal(a.hidden, b.hidden)
+    seeded.generate(texts, 16, stop=STOP, capture=[3], prefix=prompts[0].prefix)
+    assert seeded.stats.hits == 3  # layer 3 was not kept: computed, not served

@@ -113,7 +113,7 @@ def test_sharded_extract_equals_the_single_process_run_and_resumes(tmp_path, fak
 
     with pytest.raises(KeyboardInterrupt):
         stages.extract(params, sharded, shards=2, map_shards=die_after_first)
-    assert (sharded.states.with_name("states.parts") / "part-0-of-2" / "meta.json").exists()
+    assert (sharded.states.with_name("states.parts") / "part-0-of-2" / "rows" / "meta.json").exists()
     lms = []
     monkeypatch.setattr(runtime, "open_lm", lambda params: lms.append(PausingLM()) or lms[-1])
     summary = stages.extract(params, sharded, shards=2)

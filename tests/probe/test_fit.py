@@ -12,10 +12,9 @@ from skillrag.config import load_params
 from skillrag.files import write_json
 from skillrag.paths import Paths
 from skillrag.probe.prober import Prober
-from skillrag.probe.states import write_shard
+from skillrag.probe.states import write_meta, write_shard
 from skillrag.quality.gate import GateFailed
 from skillrag.stages import train_probe
-
 from tests.probe.conftest import HIDDEN_SIZE, LAYERS
 
 PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"
@@ -52,10 +51,8 @@ def _write_states(root: Path, entropy_separates: bool) -> None:
             "logprobs": [-0.1], "entropies": [float(entropy[i])], "pieces": ["a"],
         })
     paths = Paths(root)
-    paths.states.mkdir(parents=True)
     write_shard(paths.states, 0, rows, states)
-    meta = {"model": "tiny-llama", "identity": IDENTITY, "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"}
-    (paths.states / "meta.json").write_text(json.dumps(meta))
+    write_meta(paths.states, {"model": "tiny-llama", "identity": IDENTITY, "layers": list(LAYERS), "hidden_size": HIDDEN_SIZE, "fingerprint": "f"})
     write_json(paths.retry_rates, RETRIES)
 
 
@@ -86,7 +83,7 @@ def test_the_stage_chooses_the_informative_pooling_and_publishes_prober_cuts_and
     assert report["ensemble"]["auroc"] > 0.9 > report["entropy_baseline"]["auroc"]
     assert report["vs_entropy"]["verdict"] == "beats" and "better than mean token entropy" in report["vs_entropy"]["text"]
     assert (paths.figures / "probe_reliability.png").stat().st_size > 0
-    assert json.loads((paths.reports / "probe_validation.json").read_text())["success"]
+    assert json.loads(paths.validation("probe").read_text())["success"]
     prober = Prober.load(paths.probe)
     assert prober.pooling == "answer_last" and prober.use_threshold("auto") == record["cuts"]
 
@@ -139,7 +136,7 @@ def test_below_the_entropy_baseline_the_gate_fails_in_words_and_nothing_is_publi
     assert [p.name for p in paths.probe.iterdir()] == ["probe.json"]
     assert (paths.probe / "probe.json").read_text() == "previous prober"
     assert not paths.probe_metrics.exists() and not (paths.figures / "probe_reliability.png").exists()
-    assert not json.loads((paths.reports / "probe_validation.json").read_text())["success"]  # the evidence stays
+    assert not json.loads(paths.validation("probe").read_text())["success"]  # the evidence stays
     report = _run(tmp_path, "probe.allow_below_entropy=true")
     assert report["vs_entropy"]["verdict"] == "below" and (paths.probe / "probe.json").exists()
 

@@ -1,13 +1,18 @@
 """States on disk: one safetensors file per shard and layer, a tensor per pooling; the gate."""
 
-import json
-
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
 from skillrag.errors import ArtifactError
-from skillrag.probe.states import layer_file, load_features, read_rows, stored_poolings, write_shard
+from skillrag.probe.states import (
+    layer_file,
+    load_features,
+    read_rows,
+    stored_poolings,
+    write_meta,
+    write_shard,
+)
 from skillrag.quality import GateFailed
 from skillrag.quality.states import gate_states
 
@@ -30,7 +35,6 @@ def _value(pooling: str, layer: int, row: int) -> float:
 
 def _write(directory, shards=((0, 3), (1, 2))) -> None:
     """Shards of (number, rows); every tensor entry names its pooling, layer and global row."""
-    directory.mkdir()
     start = 0
     for number, n in shards:
         rows = [_row(start + i, "train" if (start + i) % 2 else "dev", (start + i) % 3 == 0) for i in range(n)]
@@ -40,15 +44,14 @@ def _write(directory, shards=((0, 3), (1, 2))) -> None:
         }
         write_shard(directory, number, rows, states)
         start += n
-    meta = {"model": "m", "layers": LAYERS, "hidden_size": 4, "fingerprint": "f"}
-    (directory / "meta.json").write_text(json.dumps(meta))
+    write_meta(directory, {"model": "m", "layers": LAYERS, "hidden_size": 4, "fingerprint": "f"})
 
 
 def test_each_pooling_is_read_alone_and_aligned_with_its_rows(tmp_path):
     states = tmp_path / "states"
     _write(states)
     rows = read_rows(states)
-    assert sorted(p.name for p in states.glob("*.safetensors")) == [
+    assert sorted(p.name for p in (states / "vectors").glob("*.safetensors")) == [
         f"shard-0000{s}.layer_{layer}.safetensors" for s in (0, 1) for layer in LAYERS
     ]
     assert stored_poolings(states) == sorted(POOLINGS)
@@ -70,13 +73,13 @@ def test_a_pooling_the_states_lack_is_a_clear_error(tmp_path):
 def test_the_gate_passes_whole_states_and_fails_a_missing_pooling(tmp_path):
     states = tmp_path / "states"
     _write(states)
-    assert gate_states(states)["success"]
+    assert gate_states(states, tmp_path / "states.json")["success"]
     path = layer_file(states, "shard-00001", 5)
     tensors = load_file(str(path))
     del tensors["answer_last"]
     save_file(tensors, str(path))
     with pytest.raises(GateFailed, match="expect_column_values_to_be_in_set"):
-        gate_states(states)
+        gate_states(states, tmp_path / "states.json")
 
 
 def test_the_gate_fails_per_token_lists_that_do_not_match_the_answer_length(tmp_path):
@@ -85,6 +88,6 @@ def test_the_gate_fails_per_token_lists_that_do_not_match_the_answer_length(tmp_
     rows = read_rows(states)
     rows = rows[rows["shard"] == "shard-00000"].drop(columns=["shard", "offset"])
     rows.at[1, "entropies"] = [0.3]
-    rows.to_parquet(states / "shard-00000.parquet", index=False)
+    rows.to_parquet(states / "rows" / "shard-00000.parquet", index=False)
     with pytest.raises(GateFailed, match="expect_column_pair_values_to_be_equal {'column_A': 'entropies'"):
-        gate_states(states)
+        gate_states(states, tmp_path / "states.json")

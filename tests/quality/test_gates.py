@@ -24,9 +24,9 @@ def prepared(tmp_path):
 
 def test_good_questions_pass_and_result_is_written(prepared):
     params, out = prepared
-    report = gate_questions(out, params)
+    report = gate_questions(out, params, out.parent / "questions.json")
     assert report["success"]
-    assert json.loads((out / "validation.json").read_text())["success"] is True
+    assert json.loads((out.parent / "questions.json").read_text())["success"] is True
 
 
 def test_duplicate_id_empty_question_and_no_answers_fail_with_examples(prepared):
@@ -38,18 +38,18 @@ def test_duplicate_id_empty_question_and_no_answers_fail_with_examples(prepared)
     rows[2]["answers"] = []
     write_jsonl(path, rows)
     with pytest.raises(GateFailed) as info:
-        gate_questions(out, params)
+        gate_questions(out, params, out.parent / "questions.json")
     message = str(info.value)
     assert "expect_column_values_to_be_unique" in message and rows[2]["id"] in message
     assert "expect_column_value_lengths_to_be_between" in message
     assert "expect_column_values_to_be_between {'column': 'n_answers'" in message
-    assert json.loads((out / "validation.json").read_text())["success"] is False
+    assert json.loads((out.parent / "questions.json").read_text())["success"] is False
 
 
 def test_wrong_split_size_fails(prepared):
     params, out = prepared
     with pytest.raises(GateFailed, match="expect_column_pair_values_to_be_equal"):
-        gate_questions(out, params.model_copy(update={"eval_size": 3}))
+        gate_questions(out, params.model_copy(update={"eval_size": 3}), out.parent / "questions.json")
 
 
 def test_a_too_long_question_fails_the_gate(prepared):
@@ -59,7 +59,7 @@ def test_a_too_long_question_fails_the_gate(prepared):
     rows[0]["question"] = "why " * 1000
     write_jsonl(path, rows)
     with pytest.raises(GateFailed, match="expect_column_value_lengths_to_be_between") as info:
-        gate_questions(out, params)
+        gate_questions(out, params, out.parent / "questions.json")
     assert "'max_value': 2000" in str(info.value)
 
 
@@ -70,7 +70,7 @@ def test_an_eval_question_from_a_train_split_fails_the_gate(prepared):
     rows[0]["meta"]["orig_split"] = "train"
     write_jsonl(path, rows)
     with pytest.raises(GateFailed, match="expect_column_values_to_be_in_set {'column': 'side'") as info:
-        gate_questions(out, params)
+        gate_questions(out, params, out.parent / "questions.json")
     assert f"train: {rows[0]['id']} (orig_split 'train')" in str(info.value)
 
 
@@ -120,3 +120,16 @@ def test_probe_gate_never_passes_a_cut_that_loses_dev_acc_against_rejecting_ever
     losing = _probe_report(0.7, [0.7, 0.7], stage_accs=((0.28, 0.3), (0.5, 0.5)))
     with pytest.raises(GateFailed, match=r"\[cuts\] expect_column_pair_values_a_to_be_greater_than_b"):
         gate_probe(losing, ProbeParams(), tmp_path / "probe_validation.json")
+
+
+def test_two_runs_of_a_gate_on_the_same_data_write_identical_bytes_without_run_markers(prepared, tmp_path):
+    params, out = prepared
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    gate_questions(out, params, first)
+    gate_questions(out, params, second)
+    assert first.read_bytes() == second.read_bytes()
+    result = json.loads(first.read_text())["checks"]["rows"]
+    assert not {"validation_time", "validation_id"} & set(result["meta"])
+    assert "run_time" not in result["meta"]["run_id"] and "ge_load_time" not in result["meta"]["batch_markers"]
+    assert result["meta"]["batch_markers"]["pandas_data_fingerprint"]  # deterministic: kept
+    assert all("id" not in item["expectation_config"] for item in result["results"])

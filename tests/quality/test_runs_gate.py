@@ -39,7 +39,7 @@ def test_a_retrieving_method_that_never_retrieved_fails_naming_its_trigger(tmp_p
     assert "probing_rag/nq: 0 retrievals over 2 questions, though probing_rag is meant to retrieve: check probe.threshold" in message
     assert "adaptive_rag/nq: 0 retrievals" in message and "skillrag train-adaptive" in message
     assert "no_retrieval/nq: 0" not in message and "ircot/nq: 0" not in message and "single_step/nq: 0" not in message
-    result = json.loads((paths.runs / "validation.json").read_text())
+    result = json.loads(paths.validation("runs").read_text())
     assert result["success"] is False
 
 

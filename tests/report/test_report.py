@@ -34,10 +34,10 @@ def gate_results(paths: Paths) -> None:
 
     frame = pd.DataFrame({"id": ["a", "b", "b"]})
     run_gate("questions", {"rows": Check(frame, [gxe.ExpectColumnValuesToNotBeNull(column="id")])},
-             paths.root / "data" / "questions" / "validation.json")
+             paths.validation("questions"))
     with pytest.raises(GateFailed):
         run_gate("runs", {"ids": Check(frame, [gxe.ExpectColumnValuesToBeUnique(column="id")])},
-                 paths.root / "data" / "runs" / "validation.json")
+                 paths.validation("runs"))
 
 
 def test_report_reads_every_method_from_the_traces_and_renders_each_section(workspace):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 
+from safetensors import safe_open
+
 from skillrag import runtime, stages
 from skillrag.config import load_params
+from skillrag.files import write_json
 from skillrag.paths import Paths
 from skillrag.stages.evaluation import GENERATIONS
 from tests.conftest import write_rows
@@ -37,10 +40,15 @@ def _stage(paths, monkeypatch, method, *overrides):
 
 def test_gated_stages_start_from_the_stored_generations_and_trace_as_if_they_computed_them(tmp_path, monkeypatch):
     paths = _workspace(tmp_path, monkeypatch)
+    write_json(paths.probe / "probe.json", {"layers": HashProber.layers})  # the trained prober's record
     methods = ["no_retrieval", "single_step", "probing_rag", "skill_rag"]
     for method in methods[:2]:
         _stage(paths, monkeypatch, method)
     assert sorted(p.name for p in (paths.runs / "no_retrieval" / GENERATIONS).iterdir()) == ["nq.0.0.safetensors"]
+    with safe_open(str(paths.runs / "no_retrieval" / GENERATIONS / "nq.0.0.safetensors"), "pt") as chunk:
+        rows, names = json.loads(chunk.metadata()["rows"]), list(chunk.keys())
+    assert {tuple(row["layers"]) for row in rows} == {(2, 4)}  # every layer captured, the prober's kept
+    assert {name.rsplit("/", 1)[1] for name in names} == {"2", "4"}
     seeded = {m: _stage(paths, monkeypatch, m) for m in methods[2:]}
     traces = {m: [without_latency(json.loads(line)) for line in paths.run_file(m, "nq").read_text().splitlines()] for m in methods[2:]}
     params = load_params(paths.root / "params.yaml", overrides=[f"evaluate.methods={methods}", "lm.layers=all"])

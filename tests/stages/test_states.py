@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from skillrag.data.schema import Passage, Question
+from skillrag.errors import ArtifactError
 from skillrag.lm.base import POOLINGS, Generation, resolve_layers
 from skillrag.probe.states import layer_file, load_features, read_meta, read_rows
 from skillrag.quality import GateFailed
@@ -88,7 +89,7 @@ def test_rows_labels_and_states(tmp_path):
         assert torch.equal(features[3][5], expected[pooling][3])  # tensors stay aligned with their rows
     assert list(row["pieces"]) == row["text"].split(" ") and len(row["logprobs"]) == len(row["entropies"]) == len(row["pieces"])
     assert read_meta(out)["hidden_size"] == 6
-    assert gate_states(out)["success"]
+    assert gate_states(out, tmp_path / "states.json")["success"]
 
 
 def test_interrupted_run_resumes_without_redoing_work(tmp_path):
@@ -135,7 +136,7 @@ def test_gate_rejects_non_finite_states(tmp_path):
     tensors["answer_last"][0, 0] = float("nan")
     save_file(tensors, str(shard))
     with pytest.raises(GateFailed, match="finite"):
-        gate_states(out)
+        gate_states(out, tmp_path / "states.json")
 
 
 def test_gate_rejects_train_rows_with_one_label(tmp_path):
@@ -146,7 +147,7 @@ def test_gate_rejects_train_rows_with_one_label(tmp_path):
         checkpoint_rows=4, checkpoint_seconds=3600,
     )  # with passages every train answer is right
     with pytest.raises(GateFailed, match="expect_column_distinct_values_to_contain_set"):
-        gate_states(out)
+        gate_states(out, tmp_path / "states.json")
 
 
 def test_resolve_layers():
@@ -192,3 +193,28 @@ def test_extract_stores_exactly_the_states_the_gated_methods_score(tmp_path):
                     row = rows.index.get_loc((question.id, strategy))
                     for layer in layers:
                         torch.testing.assert_close(states[layer], features[layer][row], atol=1e-5, rtol=1e-5)
+
+
+def test_rows_and_vectors_are_written_apart_and_vectors_lost_with_a_machine_are_rebuilt(tmp_path):
+    """rows/ (git-tracked) holds no tensor and vectors/ (DVC cache) no row; with the rows alone (a
+    new machine) extract answers again, restores the vectors, and writes the same rows."""
+    import shutil
+
+    out = tmp_path / "states"
+    _extract(RuleLM(), out)
+    assert {p.suffix for p in (out / "rows").iterdir()} == {".parquet", ".json"}
+    assert {p.suffix for p in (out / "vectors").iterdir()} == {".safetensors"}
+    rows = {p.name: p.read_bytes() for p in (out / "rows").iterdir()}
+    unchanged = RuleLM()
+    _extract(unchanged, out)
+    assert unchanged.prompts == []  # done, and whole: nothing to redo
+    shutil.rmtree(out / "vectors")
+    (out / ".gitignore").write_text("/vectors\n")  # what DVC writes beside a cached output
+    with pytest.raises(ArtifactError, match=r"vectors.*missing.*skillrag extract"):
+        load_features(out, read_rows(out))
+    again = RuleLM()
+    _extract(again, out)
+    assert len(again.prompts) == 14
+    assert {p.name: p.read_bytes() for p in (out / "rows").iterdir()} == rows
+    assert load_features(out, read_rows(out))[2].shape == (14, 6)
+    assert (out / ".gitignore").read_text() == "/vectors\n"

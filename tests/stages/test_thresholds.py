@@ -86,8 +86,8 @@ def write_closed_book_rows(paths, lm, change=None):
         }
         rows.append(change(row["id"], row) if change else row)
     rows.append({**rows[0], "strategy": "single_step", "logprobs": [-9.0] * len(rows[0]["logprobs"])})
-    paths.states.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(paths.states / f"{shard_name(0)}.parquet")
+    paths.states_rows.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(paths.states_rows / f"{shard_name(0)}.parquet")
 
 
 @pytest.fixture
