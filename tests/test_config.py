@@ -103,4 +103,21 @@ def test_train_probe_depends_on_every_probe_key_but_the_threshold():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     listed = {key.removeprefix("probe.") for key in stages["train_probe"]["params"]}
     assert listed == set(ProbeParams.model_fields) - {"threshold"}
-    assert "probe.threshold" in stages["evaluate"]["foreach"]["skill_rag"].values()  # a slot of evaluate@skill_rag's params
+    assert "probe.threshold" in stages["evaluate-skill_rag"]["params"]
+
+
+def test_every_config_default_is_params_yaml_value():
+    """params.yaml is where defaults live: a model built without params.yaml (`Params()`, a
+    section's own default) holds exactly its values, knob by knob."""
+    from skillrag.config import Params
+
+    tree = yaml.safe_load((REPO / "params.yaml").read_text())
+    tree.pop("profiles")
+    from_file, defaults = Params.model_validate(tree).resolved(), Params().resolved()
+    differing = {
+        f"{section}.{key}": (value, defaults[section][key])
+        for section, values in from_file.items()
+        for key, value in values.items()
+        if defaults[section][key] != value
+    }
+    assert not differing, f"config defaults differ from params.yaml (params.yaml value, default): {differing}"
