@@ -10,8 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from skillrag import cli, runtime
-from skillrag.errors import ConfigError
 from skillrag.data.schema import Passage
+from skillrag.errors import ConfigError
 from skillrag.methods import Components
 from skillrag.registry import METHOD_NAMES
 from skillrag.runtime import components
