@@ -21,12 +21,12 @@ apply_offline_defaults()
 
 from skillrag import interrupts, stages
 from skillrag.config import Params, load_params
-from skillrag.errors import UserError
+from skillrag.errors import ConfigError, UserError
 from skillrag.paths import Paths
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> extract -> train-probe -> train-router -> train-adaptive -> tune-thresholds -> evaluate (evaluate@<method>, one stage per method) -> summarize -> analyze -> report.\n\n"
+    "Stages (in `dvc repro` order): prepare -> index -> train-router -> extract -> train-probe -> train-adaptive -> tune-thresholds -> evaluate (evaluate-<method>, one stage per method) -> summarize -> analyze -> report.\n\n"
     "The global options --params, --profile and --set may stand before or after the command.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -184,7 +184,7 @@ def tune_thresholds() -> None:
 def evaluate(
     method: Annotated[
         str | None,
-        typer.Option(help="One method only, as its DVC stage evaluate@METHOD runs it (no metrics: `skillrag summarize` writes them)."),
+        typer.Option(help="One method only, as its DVC stage evaluate-METHOD runs it (no metrics: `skillrag summarize` writes them)."),
     ] = None,
     questions: Annotated[
         Path | None,
@@ -195,7 +195,7 @@ def evaluate(
     ] = None,
 ) -> None:
     """Run every method (evaluate.methods) on every evaluation set, each as its DVC stage
-    evaluate@METHOD does: one trace per question in data/runs/<method>/<dataset>.jsonl
+    evaluate-METHOD does: one trace per question in data/runs/<method>/<dataset>.jsonl
     (resumable); then `summarize`: headline metrics in reports/metrics.json, everything (95%
     intervals, flexible scores, costs) in reports/metrics_detail.json.
     With --method METHOD: that method only. With --questions PATH --name NAME: the trained index,
@@ -323,11 +323,11 @@ def ask(
 
     from skillrag.data.schema import Question
     from skillrag.methods import METHODS, build_method
+    from skillrag.registry import check_methods
     from skillrag.runtime.components import open_components
 
     params, paths = state.params(), state.paths()
-    if method not in METHODS:
-        _fail(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    check_methods([method])
     text = " ".join(question.split())
     if not text:
         _fail("the question is empty")
@@ -359,6 +359,22 @@ def show_params() -> None:
     import yaml
 
     print(yaml.safe_dump(state.params().resolved(), sort_keys=False), end="")
+
+
+@app.command("dvc-yaml")
+def dvc_yaml(
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 when dvc.yaml is not what the registry gives.")] = False,
+) -> None:
+    """Write dvc.yaml (beside params.yaml) from the method and stage registry (skillrag/registry.py)."""
+    from skillrag import dvc_yaml as generator
+
+    project = state.params_file.resolve().parent
+    if generator.write(project, check=check):
+        console.print(f"{project / 'dvc.yaml'} is what skillrag/registry.py gives", style="green")
+    elif check:
+        _fail(f"{project / 'dvc.yaml'} differs from what skillrag/registry.py gives: run `skillrag dvc-yaml`")
+    else:
+        console.print(f"wrote {project / 'dvc.yaml'} from skillrag/registry.py", style="green")
 
 
 @app.command()
@@ -502,7 +518,8 @@ def _stopped(signum: int) -> SystemExit:
 
 def run() -> None:
     """Entry point: a failure the user can fix (`skillrag.errors.UserError`) is one line and exit
-    status 1, any other exception keeps its traceback; SIGINT / SIGTERM (skillrag.interrupts)
+    status 1 (2 for a configuration error: params, profile, override or option, as for a
+    mistyped option), any other exception keeps its traceback; SIGINT / SIGTERM (skillrag.interrupts)
     stop cleanly: one line, exit status 130 / 143, no traceback."""
     interrupts.install()
     try:
@@ -518,4 +535,4 @@ def run() -> None:
             raise
         # one line even in a log; escaped, so text in brackets (a --set list) is not taken for markup
         console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
-        raise SystemExit(1) from None
+        raise SystemExit(2 if isinstance(err, ConfigError) else 1) from None

@@ -1,7 +1,8 @@
 """Typed parameters: params.yaml -> validated pydantic models, with profiles and CLI overrides.
 
 Every stage reads only its own section. params.yaml holds the resolved values of the default
-pipeline, so each DVC stage depends on exactly the keys it reads. A profile (`profiles.<name>`)
+pipeline, so each DVC stage depends on exactly the keys it reads; it is where every default lives:
+a model's default here equals params.yaml's value (tests/test_config.py fails when they differ). A profile (`profiles.<name>`)
 is a flat mapping of dotted keys applied on top only when asked for: by `--profile` on a hand
 run, or by `skillrag exp <name>`, which hands the same values to `dvc exp run --temp` as `-S`
 overrides. CLI overrides (`section.key=value`, values parsed as YAML) come last.
@@ -13,9 +14,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skillrag.errors import ConfigError
+from skillrag.registry import METHOD_NAMES
 
 DATASETS = ("hotpotqa", "nq", "triviaqa", "musique", "2wiki")
 Dataset = Literal["hotpotqa", "nq", "triviaqa", "musique", "2wiki"]
@@ -31,7 +33,7 @@ class PrepareParams(_Section):
     hub_id: str = "RUC-NLPIR/FlashRAG_datasets"
     train_datasets: list[Dataset] = ["hotpotqa", "nq", "triviaqa"]
     eval_datasets: list[Dataset] = list(DATASETS)
-    train_size: int = Field(300, ge=1)
+    train_size: int = Field(200, ge=1)
     dev_size: int = Field(100, ge=1)
     eval_size: int = Field(30, ge=1)
     prefer_evidence_in_corpus: bool = True
@@ -48,21 +50,21 @@ class IndexParams(_Section):
 
 class RetrievalParams(_Section):
     backend: Literal["lucene", "bm25s"] = "lucene"
-    k: int = Field(5, ge=1)
+    k: int = Field(3, ge=1)
     passage_words: int | None = Field(100, ge=1)  # words per passage in answer prompts (null = whole): bounds prefill
     k1: float = 0.9
     b: float = 0.4
 
 
 class LMParams(_Section):
-    model: str = "smollm2-135m"
+    model: str = "qwen2.5-coder-1.5b"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 on GPU and bf16-capable CPUs
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"  # auto: bfloat16 on GPU and bf16-capable CPUs
     prompt_format: Literal["auto", "plain", "chat"] = "auto"  # auto: the bundled model's measured format, else plain
     max_new_tokens: int = Field(96, ge=1)
-    batch_size: int = Field(8, ge=1)
+    batch_size: int = Field(16, ge=1)
     threads: int | None = Field(None, ge=1)  # torch CPU threads; None = torch's default
-    concurrency: int = Field(8, ge=1)  # questions evaluate / train_router answer at once, LM calls batched; 1 = one at a time
+    concurrency: int = Field(16, ge=1)  # questions evaluate / train_router answer at once, LM calls batched; 1 = one at a time
     reuse_cache: int = Field(1024, ge=0)  # LM results evaluate keeps for reuse across methods (LRU); 0 = no reuse
     layers: Literal["posterior_two_thirds", "all"] | list[int] = "posterior_two_thirds"
 
@@ -100,8 +102,8 @@ class ProbeParams(_Section):
 
 
 class IrcotParams(_Section):
-    max_steps: int = Field(4, ge=1)  # reasoning sentences, each after a retrieval; the last keeps the whole continuation
-    max_passages: int = Field(15, ge=1)  # passages kept across steps (IRCoT paper: 15), newest interleaved first
+    max_steps: int = Field(3, ge=1)  # reasoning sentences, each after a retrieval; the last keeps the whole continuation
+    max_passages: int = Field(6, ge=1)  # passages kept across steps (IRCoT paper: 15), newest interleaved first
 
 
 Threshold = Literal["auto"] | Annotated[float, Field(ge=0)]  # auto: tuned on dev (skillrag tune-thresholds)
@@ -124,7 +126,7 @@ class EntropyRAGParams(_Section):
 
 
 class MethodsParams(_Section):
-    max_rounds: int = Field(3, ge=1)
+    max_rounds: int = Field(2, ge=1)
     exit_mode: Literal["answer", "abstain"] = "answer"
     abstain_answer: str = "I cannot answer this question."
     router: Literal["prompt", "learned"] = "prompt"
@@ -135,14 +137,14 @@ class MethodsParams(_Section):
 
 
 class RouterParams(_Section):
-    train_questions: int = Field(40, ge=1)  # train questions explored (every skill tried on each failure)
+    train_questions: int = Field(30, ge=1)  # train questions explored (every skill tried on each failure)
     min_examples_per_skill: int = Field(5, ge=2)  # fewer for any skill or exit: no router, a note says why
     c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
 
 
 class AdaptiveParams(_Section):
-    train_questions: int = Field(90, ge=1)  # train questions (round-robin over the train datasets) silver-labelled by running A, B and C
-    dev_questions: int = Field(60, ge=1)  # dev questions labelled the same way: the classifier's accuracy and confusion matrix
+    train_questions: int = Field(60, ge=1)  # train questions (round-robin over the train datasets) silver-labelled by running A, B and C
+    dev_questions: int = Field(40, ge=1)  # dev questions labelled the same way: the classifier's accuracy and confusion matrix
     c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
 
 
@@ -154,18 +156,17 @@ class TuneThresholdsParams(_Section):
 
 
 class EvaluateParams(_Section):
-    methods: list[
-        Literal[
-            "no_retrieval", "single_step", "probing_rag", "skill_rag", "ircot", "adaptive_rag",
-            "flare", "dragin", "entropy_rag",
-        ]
-    ] = [
-        "no_retrieval", "single_step", "probing_rag", "skill_rag"
-    ]
+    # the methods declared in skillrag.registry; "all" (params.yaml) = every one, in its order
+    methods: list[Literal[METHOD_NAMES]] = list(METHOD_NAMES)  # type: ignore[valid-type]
     datasets: list[Dataset] = list(DATASETS)
     limit: int | None = Field(None, ge=1)  # first N eval questions per dataset (None = all)
     max_error_rate: float = Field(0.05, ge=0.0, le=1.0)  # the runs gate fails above this share of error traces
     require_retrieval: bool = True  # the runs gate fails a retrieving method that never retrieved on a dataset; False: logged only
+
+    @field_validator("methods", mode="before")
+    @classmethod
+    def _all_methods(cls, value: Any) -> Any:
+        return list(METHOD_NAMES) if value == "all" else value
 
 
 class AnalyzeParams(_Section):

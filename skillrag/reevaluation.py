@@ -197,7 +197,7 @@ def bring_up_to_date(project: Path, force_evaluate: bool = True, set_params: Seq
         commands.append(["pull", "--allow-missing"])
     commands.append(run)
     if force_evaluate:
-        commands.append([*run, "--force", "--downstream", "evaluate"])  # `evaluate` names every evaluate@<method>
+        commands.append([*run, "--force", "--downstream", "--glob", "evaluate-*"])  # every evaluate-<method> stage
     for command in commands:
         _dvc(project, *command)
     return [" ".join(["dvc", *command]) for command in commands]

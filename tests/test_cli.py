@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 from skillrag import cli, runtime
 from skillrag.data.schema import Passage
+from skillrag.errors import ConfigError
 from skillrag.methods import Components
+from skillrag.registry import METHOD_NAMES
 from skillrag.runtime import components
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import FakeLM, OverlapRetriever
@@ -29,11 +31,12 @@ def params_file(tmp_path) -> Path:
 
 
 def invoke(params_file: Path, *args: str):
-    """Run the CLI as the console script does (errors -> exit 1 with a message, no traceback)."""
+    """Run the CLI as the console script does (errors -> exit 1, a configuration error 2, with a
+    message, no traceback)."""
     try:
         result = runner.invoke(cli.app, ["--params", str(params_file), *args], catch_exceptions=False)
     except Exception as err:  # noqa: BLE001 - mirror cli.run()'s handling
-        return 1, str(err)
+        return 2 if isinstance(err, ConfigError) else 1, str(err)
     return result.exit_code, result.output
 
 
@@ -44,8 +47,18 @@ def test_empty_question_is_refused(params_file):
 
 def test_unknown_method_is_refused(params_file):
     code, out = invoke(params_file, "ask", "Who?", "--method", "magic")
-    assert code == 1 and "unknown method 'magic'" in out
+    assert code == 2 and "unknown method 'magic'" in out
     assert "ircot" in out and "adaptive_rag" in out  # every registered method is listed
+
+
+def test_evaluating_an_unknown_method_is_one_line_naming_the_known_ones(params_file, monkeypatch, capsys):
+    """The console script itself: a configuration error, exit status 2, no traceback."""
+    monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "evaluate", "--method", "nosuch"])
+    with pytest.raises(SystemExit) as stopped:
+        cli.run()
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert err.strip().splitlines() == [f"error: unknown method 'nosuch' (choose from {', '.join(METHOD_NAMES)})"]
 
 
 def test_missing_index_names_the_command_that_builds_it(params_file):
@@ -114,12 +127,12 @@ def test_missing_classifier_names_the_command_that_builds_it(params_file, monkey
     assert info.value.code == 1 and "skillrag train-adaptive" in err and "train-probe" not in err
 
 
-def test_a_user_error_is_one_line_and_exit_status_1(params_file, monkeypatch, capsys):
+def test_a_configuration_error_is_one_line_and_exit_status_2(params_file, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["skillrag", "--params", str(params_file), "--profile", "nosuch", "search", "x"])
     with pytest.raises(SystemExit) as info:
         cli.run()
     err = capsys.readouterr().err
-    assert info.value.code == 1 and err.startswith("error: profile 'nosuch' is not in") and len(err.strip().splitlines()) == 1
+    assert info.value.code == 2 and err.startswith("error: profile 'nosuch' is not in") and len(err.strip().splitlines()) == 1
 
 
 def test_a_bug_keeps_its_traceback_even_as_a_value_error(params_file, monkeypatch, capsys):

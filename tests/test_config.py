@@ -93,3 +93,20 @@ def test_each_profile_gets_its_own_workspace(tmp_path):
     assert Paths.for_profile(tmp_path, None).root == tmp_path
     assert Paths.for_profile(tmp_path, "default").metrics == tmp_path / "reports" / "metrics.json"
     assert Paths.for_profile(tmp_path, "tiny").metrics == tmp_path / "workspaces" / "tiny" / "reports" / "metrics.json"
+
+
+def test_every_config_default_is_params_yaml_value():
+    """params.yaml is where defaults live: a model built without params.yaml (`Params()`, a
+    section's own default) holds exactly its values, knob by knob."""
+    from skillrag.config import Params
+
+    tree = yaml.safe_load((REPO / "params.yaml").read_text())
+    tree.pop("profiles")
+    from_file, defaults = Params.model_validate(tree).resolved(), Params().resolved()
+    differing = {
+        f"{section}.{key}": (value, defaults[section][key])
+        for section, values in from_file.items()
+        for key, value in values.items()
+        if defaults[section][key] != value
+    }
+    assert not differing, f"config defaults differ from params.yaml (params.yaml value, default): {differing}"

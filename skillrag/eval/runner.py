@@ -46,6 +46,7 @@ from skillrag.methods import Method, Trace
 from skillrag.methods.errors import is_question_failure
 
 PROVENANCE = "provenance"
+DESCRIBED = ("retrieves", "trigger")  # what the runs gate reads: recorded as now, never compared
 
 
 def _read(path: Path) -> list[tuple[str, Trace]]:
@@ -88,12 +89,16 @@ def _claim(out_file: Path, settings: Mapping[str, Any], traced: int) -> None:
     """Record `settings` for `out_file`, refusing when its existing traces were run with others.
 
     The `provenance` entry is not compared; the recorded file keeps one entry per distinct
-    provenance that added traces."""
+    provenance that added traces. The `DESCRIBED` entries are not compared either: the file
+    records their current values."""
     current = json.loads(json.dumps(dict(settings), sort_keys=True))
     provenance = current.pop(PROVENANCE, None)
+    described = {key: current.pop(key) for key in DESCRIBED if key in current}
     sidecar = settings_file(out_file)
     recorded = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else None
     history = recorded.pop(PROVENANCE, []) if recorded is not None else []
+    for key in DESCRIBED:
+        (recorded or {}).pop(key, None)
     if traced and recorded != current:
         if recorded is None:
             changed = "no settings were recorded"
@@ -108,7 +113,7 @@ def _claim(out_file: Path, settings: Mapping[str, Any], traced: int) -> None:
         history = []
     if provenance is not None and provenance not in history:
         history.append(provenance)
-    write_json(sidecar, {**current, PROVENANCE: history} if provenance is not None else current)
+    write_json(sidecar, {**current, **described, **({PROVENANCE: history} if provenance is not None else {})})
 
 
 def _answer(method: Method, question: Question) -> Trace:

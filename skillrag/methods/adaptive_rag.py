@@ -23,8 +23,6 @@ class AdaptiveRAG(Method):
 
     name = "adaptive_rag"
     needs_classifier = True
-    trigger = f"the query-complexity classifier (data/adaptive/, {REBUILD}), which chose no_retrieval for every question"
-    reads = tuple(dict.fromkeys((*(r for m in STRATEGY_METHODS for r in m.reads), "adaptive")))
 
     def __init__(self, parts: Components, meter: Meter | None = None) -> None:
         if parts.classifier is None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from skillrag.methods.complexity import ComplexityClassifier
 
 OnRound = Callable[[Round], None]
+_DEFAULTS = Params()  # params.yaml's values: skillrag.config keeps its defaults equal to them
 
 
 @dataclass(frozen=True)
@@ -40,18 +41,19 @@ class Components:
     learned router); empty: none. `classifier`: Adaptive-RAG's query-complexity classifier
     (skillrag.methods.complexity), None when no method needs it. `passage_words`: each passage
     cut to this many words in answer prompts (None: whole). `thresholds`: the trigger thresholds
-    tuned on dev (skillrag.methods.thresholds), which `auto` params resolve to."""
+    tuned on dev (skillrag.methods.thresholds), which `auto` params resolve to. The defaults are
+    params.yaml's (`from_params` is how a stage builds them)."""
 
     lm: LM
     retriever: Retriever
     prober: Prober | None = None
     params: MethodsParams = field(default_factory=MethodsParams)
-    k: int = 5
-    max_new_tokens: int = 96
+    k: int = _DEFAULTS.retrieval.k
+    max_new_tokens: int = _DEFAULTS.lm.max_new_tokens
     router: Router | None = None
     state_layers: tuple[int, ...] = ()
     classifier: ComplexityClassifier | None = None
-    passage_words: int | None = None
+    passage_words: int | None = _DEFAULTS.retrieval.passage_words
     thresholds: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -221,20 +223,12 @@ class Session:
 
 
 class Method(ABC):
-    """A QA pipeline over shared components: `answer(question) -> Trace`."""
+    """A QA pipeline over shared components: `answer(question) -> Trace`. What its traces depend
+    on, whether it retrieves and what triggers it are declared in skillrag.registry."""
 
     name: ClassVar[str]
     needs_prober: ClassVar[bool] = False
     needs_classifier: ClassVar[bool] = False
-    # Whether the method is meant to retrieve, and what decides when it does (the param or
-    # artifact to check): the runs gate fails a retrieving method that never retrieved on a
-    # dataset, naming `trigger` (skillrag.quality.runs).
-    retrieves: ClassVar[bool] = True
-    trigger: ClassVar[str] = "nothing (it always retrieves): check the index and the retriever"
-    # The inputs (questions, model, prompts, index, prober, router) and dotted params its traces
-    # depend on: the run settings record exactly these, so a resumed run is refused only for a
-    # change the method would see (skillrag.stages.run_settings).
-    reads: ClassVar[tuple[str, ...]] = ("questions", "model", "prompts", "lm.max_new_tokens", "lm.prompt_format")
 
     def __init__(self, parts: Components, meter: Meter | None = None) -> None:
         """`meter`: count on another method's meter (a method that runs others as its steps)."""

@@ -31,13 +31,13 @@ from skillrag.errors import ArtifactError
 from skillrag.files import atomic_path, digest, write_json
 from skillrag.lm.base import LM, state_vector
 from skillrag.prompts.cot import STOP, cot_prompt
+from skillrag.registry import ADAPTIVE_REBUILD as REBUILD
 from skillrag.skills.base import Routing
 from skillrag.skills.learned_router import LearnedRouter, fit_router, load_learned_router
 
 STRATEGIES = ("no_retrieval", "single_step", "ircot")  # A, B, C: simplest first
 MULTI_HOP = frozenset({"hotpotqa", "musique", "2wiki"})
 RECORD, LINEAR = "classifier.json", "linear"
-REBUILD = "`skillrag train-adaptive` (or `dvc repro train_adaptive`)"
 
 
 def default_strategy(dataset: str) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 from skillrag.data.schema import Passage
 from skillrag.lm.base import Attention, Generation
 from skillrag.methods.base import Attempt, Components, Meter, Method, Session
-from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.methods.thresholds import resolve_threshold
 from skillrag.methods.tokens import real_tokens, real_words, starts, token_sentences
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
@@ -58,8 +57,6 @@ def qfs_query(attention: Attention, spans: list[tuple[int, int]], n: int) -> str
 
 class Dragin(Method):
     name = "dragin"
-    trigger = f"{THRESHOLD} (auto: data/thresholds/thresholds.json; no token's RIND exceeded it)"
-    reads = (*Method.reads, *RETRIEVAL_READS, "thresholds", "methods.dragin")
 
     def __init__(self, parts: Components, meter: Meter | None = None) -> None:
         super().__init__(parts, meter)

@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from skillrag.lm.base import Generation
-from skillrag.methods.base import Components, Meter, Method
+from skillrag.methods.base import Components, Meter
 from skillrag.methods.probing_rag import ProbingRAG
-from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.methods.thresholds import resolve_threshold
 
 CUT = "methods.entropy_rag.cut"
@@ -46,8 +45,6 @@ class EntropyGate:
 class EntropyRAG(ProbingRAG):
     name = "entropy_rag"
     needs_prober = False
-    trigger = f"{CUT} (auto: data/thresholds/thresholds.json; every closed-book answer was at most the cut)"
-    reads = (*Method.reads, *RETRIEVAL_READS, "thresholds", "methods.entropy_rag", "methods.max_rounds")
 
     def __init__(self, parts: Components, meter: Meter | None = None) -> None:
         super().__init__(parts, meter)

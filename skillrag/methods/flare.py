@@ -26,7 +26,6 @@ import re
 from skillrag.data.schema import Passage
 from skillrag.lm.base import Generation
 from skillrag.methods.base import Attempt, Components, Meter, Method, Session
-from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.methods.thresholds import resolve_threshold
 from skillrag.methods.tokens import Sentence, token_sentences
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
@@ -53,8 +52,6 @@ def masked_query(pieces: list[str], probs: list[float], theta: float) -> str:
 
 class Flare(Method):
     name = "flare"
-    trigger = f"{THETA} (auto: data/thresholds/thresholds.json; no look-ahead token was below theta)"
-    reads = (*Method.reads, *RETRIEVAL_READS, "thresholds", "methods.flare")
 
     def __init__(self, parts: Components, meter: Meter | None = None) -> None:
         super().__init__(parts, meter)

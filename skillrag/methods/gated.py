@@ -6,7 +6,6 @@ from abc import abstractmethod
 
 from skillrag.answering import Attempt
 from skillrag.methods.base import Method, Session
-from skillrag.methods.simple import RETRIEVAL_READS
 
 
 class GatedRAG(Method):
@@ -17,8 +16,6 @@ class GatedRAG(Method):
     ends "accepted" on an answer the parser could not read."""
 
     needs_prober = True
-    trigger = "probe.threshold (the prober accepted every closed-book answer)"
-    reads = (*Method.reads, *RETRIEVAL_READS, "prober", "probe.threshold", "methods.max_rounds")
 
     def run(self, session: Session) -> None:
         attempt: Attempt | None = session.answer_round("no_retrieval")

@@ -35,7 +35,6 @@ import re
 
 from skillrag.data.schema import Passage
 from skillrag.methods.base import Attempt, Method, Session, interleave
-from skillrag.methods.simple import RETRIEVAL_READS
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
 from skillrag.text import split_sentences
 
@@ -70,7 +69,6 @@ class IRCoT(Method):
     on its own, "max_rounds" when the step limit ended it."""
 
     name = "ircot"
-    reads = (*Method.reads, *RETRIEVAL_READS, "methods.ircot")
 
     def run(self, session: Session) -> None:
         steps = self.parts.params.ircot

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from skillrag.methods.base import Method, Session
 
-RETRIEVAL_READS = ("index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words")
-
 
 class NoRetrieval(Method):
     """Closed-book CoT answer; the prober's score is recorded when a prober is given."""
 
     name = "no_retrieval"
-    retrieves = False
 
     def run(self, session: Session) -> None:
         session.answer_round("no_retrieval")
@@ -22,7 +19,6 @@ class SingleStep(Method):
     """BM25 top-k with the question, then a CoT answer over those passages."""
 
     name = "single_step"
-    reads = (*Method.reads, *RETRIEVAL_READS)
 
     def run(self, session: Session) -> None:
         session.answer_round("retrieval", [session.question.question])

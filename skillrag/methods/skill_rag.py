@@ -54,7 +54,6 @@ class _Calibrating:
 
 class SkillRAG(GatedRAG):
     name = "skill_rag"
-    reads = (*GatedRAG.reads, "router", "methods.router", "methods.exit_mode", "methods.abstain_answer")
 
     def __init__(self, parts: Components, calibration: Calibration | None = None) -> None:
         super().__init__(parts)

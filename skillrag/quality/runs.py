@@ -33,15 +33,20 @@ def error_share(traces: Sequence[Mapping[str, Any]], max_rate: float) -> str:
     )
 
 
-def retrieval_check(method: Any, traces: Sequence[Mapping[str, Any]]) -> str:
-    """"ok" unless `method` (a Method class) is meant to retrieve and none of its answered traces
-    retrieved; then a line naming what decides its retrieval (`Method.trigger`)."""
+def retrieval_check(method: str, settings: Mapping[str, Any] | None, traces: Sequence[Mapping[str, Any]]) -> str:
+    """"ok" unless the run's `settings` say `method` is meant to retrieve (`retrieves`) and none
+    of its answered traces retrieved; then a line naming what decides its retrieval (`trigger`).
+    The gate reads the run's data, not the method's code (skillrag.stages.run_settings)."""
     answered = [t for t in traces if t["termination"] != "error"]
-    if not method.retrieves or not answered or any(t["totals"]["retrievals"] for t in answered):
+    if not answered:
+        return "ok"
+    if settings is None or "retrieves" not in settings:
+        return "no run settings say whether it is meant to retrieve: re-run its evaluate stage"
+    if not settings["retrieves"] or any(t["totals"]["retrievals"] for t in answered):
         return "ok"
     return (
-        f"0 retrievals over {len(answered)} questions, though {method.name} is meant to retrieve: "
-        f"check {method.trigger}"
+        f"0 retrievals over {len(answered)} questions, though {method} is meant to retrieve: "
+        f"check {settings['trigger']}"
     )
 
 
@@ -58,15 +63,19 @@ def gate_runs(
     holds more than `max_error_rate` error traces (a rerun retries them), and every run of a
     retrieving method retrieved at least once (`retrieval_check`; with `require_retrieval` off,
     as on profiles with two questions per dataset, a run that never retrieved is logged only)."""
+    import json
+
     from skillrag.data.splits import load_split
-    from skillrag.methods import METHODS
+    from skillrag.eval.runner import settings_file
     from skillrag.methods.trace import TERMINATIONS
 
     expected = {dataset: [q.id for q in qs[:limit]] for dataset, qs in load_split(paths.questions, "eval").items()}
     rows, counts = [], []
     for method in methods:
         for dataset in datasets:
-            traces = list(read_jsonl(paths.run_file(method, dataset))) if paths.run_file(method, dataset).exists() else []
+            run_file, sidecar = paths.run_file(method, dataset), settings_file(paths.run_file(method, dataset))
+            traces = list(read_jsonl(run_file)) if run_file.exists() else []
+            settings = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else None
             ids = [t["question_id"] for t in traces]
             counts.append(
                 {
@@ -74,7 +83,7 @@ def gate_runs(
                     "traced": len(set(ids) & set(expected[dataset])),
                     "expected": len(expected[dataset]),
                     "errors": f"{method}/{dataset}: {error_share(traces, max_error_rate)}",
-                    "retrieval": f"{method}/{dataset}: {retrieval_check(METHODS[method], traces)}",
+                    "retrieval": f"{method}/{dataset}: {retrieval_check(method, settings, traces)}",
                 }
             )
             rows += [

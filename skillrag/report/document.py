@@ -12,6 +12,7 @@ from pathlib import Path
 
 from skillrag.config import DATASETS, Params
 from skillrag.paths import Paths
+from skillrag.registry import studied_method
 from skillrag.report.cases import choose_cases, render_case
 from skillrag.report.data_docs import data_docs_index
 from skillrag.report.diff import change_section
@@ -31,7 +32,7 @@ from skillrag.report.tables import (
     timing_table,
 )
 
-CASE_METHOD = "skill_rag"
+CASE_METHOD = studied_method()  # skillrag.registry: the paper's own method
 
 METRICS_READ = """\
 Every score reads the final answer a method extracted, never its reasoning (skillrag.metrics):

@@ -24,8 +24,9 @@ import numpy as np
 
 from skillrag.files import atomic_path
 from skillrag.metrics import accuracy
+from skillrag.registry import studied_method
 
-METHOD = "skill_rag"
+METHOD = studied_method()  # skillrag.registry: the method whose failure states are studied
 STANDARD_STAGES = ("no_retrieval", "retrieval")
 
 

@@ -4,7 +4,7 @@ then gates every method's runs and writes the metrics.
 
 no_retrieval and single_step store every generation they make (skillrag.eval.generations),
 capturing the hidden states of all of `lm.layers`; the methods that start as they do
-(`STARTS_FROM`) read them from those stages' outputs and are served from them (read-only) when
+(`starts_from` in skillrag.registry) read them from those stages' outputs and are served from them (read-only) when
 only what is captured differs, so each method is its own DVC stage and still makes no
 generation twice.
 """
@@ -21,23 +21,13 @@ from typing import TYPE_CHECKING, Any
 from skillrag.config import Params
 from skillrag.errors import ArtifactError
 from skillrag.paths import Paths
+from skillrag.registry import METHODS, check_methods, stores
 from skillrag.stages.common import ShardMap, in_process, shard_of
 from skillrag.stages.settings import run_settings
 
 if TYPE_CHECKING:
     from skillrag.methods import Components
 
-STORED = ("no_retrieval", "single_step")  # the stages whose generations later stages start from
-# method -> the stored stages whose generations it starts from (a DVC dependency of its stage):
-# the gated loops and Adaptive-RAG's strategies answer closed-book, then over the question's
-# passages; IRCoT's first step is single_step's call.
-STARTS_FROM: dict[str, tuple[str, ...]] = {
-    "probing_rag": STORED,
-    "skill_rag": STORED,
-    "entropy_rag": STORED,
-    "adaptive_rag": STORED,
-    "ircot": ("single_step",),
-}
 GENERATIONS = "generations"  # data/runs/<method>/generations/: a stored stage's generations
 
 
@@ -64,16 +54,13 @@ def evaluate(
     (with any number of shards) resumes it. A method's stage holds its own lock: two methods may
     run at once, one method only once."""
     from skillrag.files import exclusive, write_json
-    from skillrag.methods import METHODS
 
     datasets = list(params.evaluate.datasets if datasets is None else datasets)
     chosen = list(params.evaluate.methods if methods is None else methods)
-    unknown = [m for m in chosen if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method {', '.join(unknown)} (choose from {', '.join(METHODS)})")
+    check_methods(chosen)
     questions = eval_questions(params, paths, datasets)
     results: dict[str, dict[str, Any]] = {}
-    waves = [[m for m in chosen if m in STORED], [m for m in chosen if m not in STORED]]
+    waves = [[m for m in chosen if stores(m)], [m for m in chosen if not stores(m)]]
     for wave in filter(None, waves):
         with ExitStack() as locks:
             for method in wave:
@@ -96,6 +83,7 @@ def evaluate_method(params: Params, paths: Paths, method: str, shards: int = 1, 
     reports/timings/evaluate-<method>.json."""
     from skillrag.stages.timing import timed
 
+    check_methods([method])  # before anything is timed or locked
     with timed(paths, f"evaluate@{method}"):
         return evaluate(params, paths, shards=shards, map_shards=map_shards, methods=[method])[method]
 
@@ -113,7 +101,7 @@ def evaluate_shard(
     (`skillrag.eval.runner.part_file`). Returns per dataset the questions answered, the
     `ReuseStats` and the run's own costs (`Method.run_costs`: a fresh method per dataset).
 
-    Its ReusingLM is seeded with the generations of the stages it starts from (`STARTS_FROM`)
+    Its ReusingLM is seeded with the generations of the stages it starts from (`starts_from`)
     made by the same model; a stored stage records every generation it computes, with all of
     `lm.layers` captured and the prober's layers kept (chunks `<dataset>.<shard>.<n>` under its
     `generations/` folder; skillrag.eval.generations)."""
@@ -124,13 +112,14 @@ def evaluate_shard(
     from skillrag.eval.runner import part_file, read_traces, run_method
     from skillrag.lm.base import resolve_layers
     from skillrag.lm.loading import resolve_device
-    from skillrag.methods import METHODS, ReusingLM, build_method
+    from skillrag.methods import METHODS as CLASSES
+    from skillrag.methods import ReusingLM, build_method
     from skillrag.runtime.components import open_components
 
     questions = eval_questions(params, paths, datasets)
-    chosen = METHODS[method]
+    chosen = CLASSES[method]
     inner = runtime.open_lm(params)
-    stored = method in STORED
+    stored = stores(method)
     capture = resolve_layers(params.lm.layers, inner.num_layers) if stored else ()
     kept = _layers_read_later(paths) if stored else None
     lm = ReusingLM(inner, params.lm.reuse_cache, capture=capture, record=stored)
@@ -140,7 +129,7 @@ def evaluate_shard(
         settings = _settings(params, paths, method, dataset)
         identity = {"model": settings["inputs"]["model"], "device": str(resolve_device(params.lm.device))}
         lm.seeds = {}
-        for source in STARTS_FROM.get(method, ()) if params.lm.reuse_cache else ():  # 0: no reuse at all
+        for source in METHODS[method].starts_from if params.lm.reuse_cache else ():  # 0: no reuse at all
             found, foreign = load_generations(paths.runs / source / GENERATIONS, dataset, identity)
             lm.seeds |= found
             for chunk in foreign:
@@ -190,13 +179,13 @@ def _merge(params: Params, paths: Paths, method: str, datasets: Sequence[str], q
 
 
 def _keeping_states(method: str, parts: Components) -> Components:
-    """skill_rag's rounds keep their answer's hidden vector (the mean over the prober's layers)
-    for the failure-space analysis (stage `analyze`). Every gated answer captures those layers
+    """A method that `keeps_states` (skill_rag) keeps each round's answer hidden vector (the mean
+    over the prober's layers) for the failure-space analysis (stage `analyze`). Every gated answer captures those layers
     for the prober anyway, so this costs no model work and leaves the LM calls (and their reuse)
     unchanged; it only makes the traces larger."""
     from dataclasses import replace
 
-    if method != "skill_rag" or parts.prober is None:
+    if not METHODS[method].keeps_states or parts.prober is None:
         return parts
     return replace(parts, state_layers=tuple(parts.prober.layers))
 

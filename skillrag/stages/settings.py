@@ -20,12 +20,14 @@ def run_settings(
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a method's traces depend on, recorded beside them (skillrag.eval.runner): the digests
-    of the inputs and the values of the dotted params it `reads` (see `Method.reads`; not the
+    of the inputs and the values of the dotted params it `reads` (skillrag.registry; not the
     device, threads or batch size, which change speed only), and apart from those, compared by
-    nobody, the provenance of the run. `overrides`: dotted params the caller sets itself."""
-    from skillrag.methods import METHODS
+    nobody, whether it is meant to retrieve and what triggers it (the runs gate reads them) and
+    the provenance of the run. `overrides`: dotted params the caller sets itself."""
+    from skillrag.registry import METHODS
 
-    reads = METHODS[method].reads
+    entry = METHODS[method]
+    reads = entry.reads
     flat = {
         f"{section}.{key}": value
         for section, values in params.model_dump(mode="json").items()
@@ -42,6 +44,8 @@ def run_settings(
         "method": method,
         "params": chosen,
         "inputs": {name: sources[name]() for name in reads if name in sources},
+        "retrieves": entry.retrieves,
+        "trigger": entry.trigger,
         # the device is recorded, not compared: the re-evaluation says when it changed (skillrag.reevaluation)
         "provenance": {**provenance(), "device": resolve_device(params.lm.device).type},
     }

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from skillrag import interrupts
+from skillrag.config import MethodsParams
 from skillrag.data.schema import Question
 from skillrag.eval.runner import read_traces, run_method, settings_file
 from skillrag.files import DataError
@@ -167,7 +168,9 @@ MANY = [
 
 
 def _rule_method(name, lm):
-    return build_method(name, Components(lm, OverlapRetriever(CORPUS), HashProber(), k=2, max_new_tokens=16))
+    """Three retry rounds: enough for some of skill_rag's questions to exhaust their queries."""
+    parts = Components(lm, OverlapRetriever(CORPUS), HashProber(), MethodsParams(max_rounds=3), k=2, max_new_tokens=16)
+    return build_method(name, parts)
 
 
 def _lines(path):

@@ -144,7 +144,7 @@ def project(tmp_path) -> Path:
     (root / "params.yaml").write_text(yaml.safe_dump({
         "reevaluate": {"alpha": 0.05}, "evaluate": {"methods": ["single_step"], "datasets": ["nq"]}}))
     stage = {"cmd": STAGE, "deps": ["right.txt"], "outs": ["data/runs"]}
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"evaluate": stage}}))
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"evaluate-single_step": stage}}))
     subprocess.run(["dvc", "repro", "-q"], cwd=root, check=True, env=env)
     write_outcomes(root / "data" / "runs", root / "reports" / "outcomes.csv", ["single_step"], ["nq"])
     _git(root, "add", ".")
@@ -155,7 +155,7 @@ def project(tmp_path) -> Path:
 def test_dvc_brings_the_runs_up_to_date_and_git_has_the_committed_outcomes(project):
     (project / "right.txt").write_text("3")
     ran = bring_up_to_date(project)
-    assert ran == ["dvc repro", "dvc repro --force --downstream evaluate"]  # no remote: no pull
+    assert ran == ["dvc repro", "dvc repro --force --downstream --glob evaluate-*"]  # no remote: no pull
     assert (project / "data/runs/single_step/nq.jsonl").read_text().count('"acc": 1.0') == 3
     assert committed_outcomes(project, "HEAD")["acc"].sum() == 16
     with pytest.raises(FileNotFoundError, match="no committed reports/outcomes.csv at 'nosuchref'"):

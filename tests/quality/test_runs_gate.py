@@ -7,15 +7,19 @@ import json
 
 import pytest
 
+from skillrag.eval.runner import settings_file
+from skillrag.files import write_json
 from skillrag.methods import Cost, Trace
 from skillrag.paths import Paths
 from skillrag.quality import GateFailed
 from skillrag.quality.runs import gate_runs
+from skillrag.registry import METHODS
 from tests.conftest import write_rows
 
 
 def _workspace(tmp_path, retrievals: dict[str, list[int]]) -> Paths:
-    """Two nq evaluation questions; per method, its traces' retrieval counts."""
+    """Two nq evaluation questions; per method, its traces' retrieval counts and the settings its
+    run recorded (what the registry says: whether it retrieves, what triggers it)."""
     paths = Paths(tmp_path)
     write_rows(
         paths.question_file("eval", "nq"),
@@ -27,6 +31,8 @@ def _workspace(tmp_path, retrievals: dict[str, list[int]]) -> Paths:
             for i, n in enumerate(counts)
         ]
         write_rows(paths.run_file(method, "nq"), traces)
+        entry = METHODS[method]
+        write_json(settings_file(paths.run_file(method, "nq")), {"retrieves": entry.retrieves, "trigger": entry.trigger})
     return paths
 
 
@@ -53,3 +59,15 @@ def test_a_run_that_never_retrieved_is_only_logged_when_retrieval_is_not_require
     with caplog.at_level("WARNING"):
         assert gate_runs(_workspace(tmp_path, runs), list(runs), ["nq"], None, 0.05, require_retrieval=False)["success"]
     assert "probing_rag/nq: 0 retrievals over 2 questions" in caplog.text and "not required" in caplog.text
+
+
+def test_the_gate_reads_the_runs_settings_not_the_methods_code(tmp_path):
+    """A run whose settings say it is not meant to retrieve passes without retrievals; one whose
+    settings are missing fails, saying so."""
+    paths = _workspace(tmp_path, {"single_step": [0, 0], "ircot": [0, 0]})
+    write_json(settings_file(paths.run_file("single_step", "nq")), {"retrieves": False, "trigger": "-"})
+    settings_file(paths.run_file("ircot", "nq")).unlink()
+    with pytest.raises(GateFailed) as failed:
+        gate_runs(paths, ["single_step", "ircot"], ["nq"], None, 0.05)
+    assert "ircot/nq: no run settings say whether it is meant to retrieve" in str(failed.value)
+    assert "single_step/nq: 0" not in str(failed.value)

@@ -124,7 +124,7 @@ def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage
     assert metrics["adaptive_rag"]["hotpotqa"]["acc"] == 0.75
     settings = json.loads(settings_file(paths.run_file("adaptive_rag", "hotpotqa")).read_text())
     assert {"adaptive", "index"} <= set(settings["inputs"]) and "prober" not in settings["inputs"]
-    assert settings["params"]["methods.ircot"] == {"max_steps": 4, "max_passages": 15}  # a retrained classifier or new IRCoT knobs refuse to resume
+    assert settings["params"]["methods.ircot"] == evaluated.methods.ircot.model_dump()  # a retrained classifier or new IRCoT knobs refuse to resume
 
     shutil.rmtree(paths.adaptive)
     shutil.rmtree(paths.runs)
