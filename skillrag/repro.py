@@ -84,6 +84,13 @@ def deadline_of(budget: str | None = None, until: str | None = None, now: dateti
     return end if end > now else end + timedelta(days=1)
 
 
+def apply_params(root: Path, overrides: Sequence[str]) -> None:
+    """Write `section.key=value` overrides into params.yaml as `dvc exp run -S` does (comments kept)."""
+    from dvc.utils.hydra import apply_overrides
+
+    apply_overrides(Path(root) / "params.yaml", list(overrides))
+
+
 @dataclass
 class Step:
     """One DVC stage as the runner sees it."""
@@ -357,13 +364,14 @@ class Runner:
 
     # ----- running -------------------------------------------------------------------------------
 
-    def run(self, through: str | None = None) -> list[str]:
+    def run(self, through: str | None = None, run_stage: Callable[[str], bool] | None = None) -> list[str]:
         """Run every pending stage (up to and including `through`) within the deadline; returns the
-        stages run. Raises `StageFailed`, or `interrupts.Interrupted` once a resumable stage's
-        partial outputs are committed."""
+        stages run. `run_stage`: how one stage runs (default `self.run_stage`; the Prefect flow
+        wraps it in a retried task). Raises `StageFailed`, or `interrupts.Interrupted` once a
+        resumable stage's partial outputs are committed."""
         ran: list[str] = []
         while (name := self.next_stage(through, ran)) is not None:
-            finished = self.run_stage(name)
+            finished = (run_stage or self.run_stage)(name)
             ran.append(name)
             if not finished or name == through:
                 break
