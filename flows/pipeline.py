@@ -18,6 +18,7 @@ from prefect import flow, get_run_logger
 from flows.artifacts import publish_artifacts
 from flows.common import retried
 from skillrag import interrupts
+from skillrag.config import experiment_overrides
 from skillrag.paths import Paths
 from skillrag.repro import Runner, apply_params, deadline_of, parse_duration
 
@@ -25,6 +26,7 @@ from skillrag.repro import Runner, apply_params, deadline_of, parse_duration
 @flow(name="pipeline")
 def pipeline_flow(
     project: str = ".",
+    profile: str | None = None,
     through: str | None = None,
     budget: str | None = None,
     checkpoint: str = "20m",
@@ -33,15 +35,17 @@ def pipeline_flow(
 ) -> list[str]:
     """`project`: the checkout (params.yaml, dvc.yaml, git); `through` stops after that stage (its
     dvc.yaml name, e.g. train_probe); `budget` (e.g. 2h30m) starts only what fits, as
-    `skillrag repro --budget` does; `set_params` (e.g. ["lm.device=cuda"] on a GPU worker) is
-    written to params.yaml as `dvc exp run -S` does, and the run is then the workspace's experiment:
-    nothing is committed to git. Returns the keys of the artifacts published."""
+    `skillrag repro --budget` does. `profile` (e.g. gpu) and `set_params` (e.g. ["lm.device=cuda"])
+    are written to params.yaml as `skillrag exp` / `dvc exp run -S` pass them, and the run is then
+    the workspace's experiment: nothing is committed to git. Returns the keys of the artifacts
+    published."""
     root = Path(project).resolve()
-    if set_params:
-        apply_params(root, set_params)
+    overrides = [*(experiment_overrides(root / "params.yaml", profile) if profile else ()), *set_params]
+    if overrides:
+        apply_params(root, overrides)
     log = get_run_logger()
     runner = Runner(root, checkpoint_s=parse_duration(checkpoint), deadline=deadline_of(budget),
-                    git=not set_params, push=push, echo=log.info)
+                    git=not overrides, push=push, echo=log.info)
     ran = runner.run(through, run_stage=lambda name: retried(runner.run_stage, name)(name))
     log.info(f"pipeline: {len(ran)} stage(s) run: {', '.join(ran) or 'none'}")
     return publish_artifacts(Paths(root))
