@@ -250,7 +250,8 @@ class Runner:
         return list(dict.fromkeys(p for p in candidates if any(_inside(p, o) for o in producers if producers[o] != step.name)))
 
     def _estimates(self, steps: list[Step]) -> None:
-        """Each stage's recorded wall time; an unknown one is taken as the largest recorded (said so)."""
+        """Each stage's recorded wall time (the committed one when a stopped run removed the file);
+        an unknown one is taken as the largest recorded (said so)."""
         import json
 
         from skillrag.paths import Paths
@@ -261,7 +262,14 @@ class Runner:
         for step in steps:
             file = timing_file(paths, step.name)
             if file.is_file():
-                recorded[step.name] = float(json.loads(file.read_text(encoding="utf-8"))["wall_s"])
+                text = file.read_text(encoding="utf-8")
+            elif self._in_git():
+                shown = self._git("show", f"HEAD:{file.relative_to(self.root).as_posix()}", check=False)
+                text = shown.stdout if shown.returncode == 0 else ""
+            else:
+                text = ""
+            if text:
+                recorded[step.name] = float(json.loads(text)["wall_s"])
         largest = max(recorded.values(), default=None)
         for step in steps:
             if step.name in recorded:
@@ -474,7 +482,7 @@ class Runner:
         if not (self.git and self._in_git()):
             return
         for out in step.git_outs:
-            if self._git("check-ignore", "-q", out, check=False).returncode == 0:
+            if self._git("check-ignore", "-q", "--no-index", out, check=False).returncode == 0:
                 raise ConfigError(f"{step.name}'s output {out} is git-ignored: un-ignore it in .gitignore (`!/{out}`)")
 
     def _execute(self, step: Step) -> bool:
@@ -511,7 +519,7 @@ class Runner:
                     self._signal(child, 15)
                 elif stopping and remaining is not None and remaining < -self.margin_s / 2:
                     self._signal(child, 9)  # not stopped in half the margin: killed, what it wrote is kept
-                if step.resumable and signum is None and time.monotonic() >= next_checkpoint:
+                if step.resumable and signum is None and not stopping and time.monotonic() >= next_checkpoint:
                     next_checkpoint = time.monotonic() + self.checkpoint_s
                     minutes = (time.monotonic() - started) / 60
                     self._commit(step.git_outs, f"run: stage {step.name} checkpoint, partial outputs ({minutes:.1f} min)")

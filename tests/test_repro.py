@@ -236,3 +236,31 @@ def test_durations_and_deadlines():
             parse_duration(bad)
     with pytest.raises(ConfigError):
         deadline_of("1h", "14:00", now)
+
+
+def test_a_resumable_stage_is_stopped_before_the_deadline_with_its_partial_outputs_committed(tmp_path, monkeypatch):
+    project = make_project(tmp_path / "project", questions=40)
+    Runner(project, echo=_quiet).run(through="probe")
+    _record_times(project, evaluate=3600)  # far more than is left: it may start only because a checkpoint fits
+    monkeypatch.setenv("STEP_DELAY", "0.3")
+    said: list[str] = []
+    runner = Runner(project, deadline=datetime.now(UTC) + timedelta(seconds=66), margin_s=60, checkpoint_s=1, echo=said.append)
+    assert runner.run() == ["evaluate"]
+    assert any("it starts, and is stopped before the deadline" in line for line in said), said
+    assert any(line.startswith("evaluate: stopped for the deadline") for line in said), said
+    committed = _sh(project, "git", "show", "HEAD:data/runs/traces.jsonl").stdout
+    assert committed == (project / "data/runs/traces.jsonl").read_text()  # every trace written is in git
+    assert 0 < len(committed.splitlines()) < 40
+    assert "evaluate" not in yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+
+
+def test_a_changed_command_makes_a_stage_pending_and_a_git_ignored_output_is_refused_before_it_runs(tmp_path):
+    project = make_project(tmp_path / "project")
+    Runner(project, echo=_quiet).run(through="prepare")
+    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
+    pipeline["stages"]["prepare"]["cmd"] = "python step.py prepare  # again"
+    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    assert Runner(project).plan()[0].state == "pending"
+    (project / ".gitignore").write_text("/data/questions.txt\n")
+    with pytest.raises(ConfigError, match="data/questions.txt is git-ignored"):
+        Runner(project, echo=_quiet).run()
