@@ -23,6 +23,7 @@ from prefect.states import State
 from skillrag.config import Params, load_params
 from skillrag.env import apply_offline_defaults
 from skillrag.paths import Paths
+from skillrag.repro import StageFailed
 from skillrag.stages import STAGES, Stage
 
 apply_offline_defaults()
@@ -39,7 +40,10 @@ def load(params_file: str | Path, profile: str | None, overrides: Sequence[str])
 
 def is_transient(error: BaseException) -> bool:
     """Worth retrying: out of memory (host or CUDA), an I/O or network failure other than a
-    missing file, a Dask worker lost. A gate's verdict, bad input or a bug fails at once."""
+    missing file, a Dask worker lost, a stage command killed by the system (`StageFailed.transient`).
+    A gate's verdict, bad input or a bug fails at once."""
+    if isinstance(error, StageFailed):
+        return error.transient
     if isinstance(error, FileNotFoundError):
         return False
     return isinstance(error, OSError | MemoryError) or type(error).__name__ in {"OutOfMemoryError", "KilledWorker"}

@@ -1,42 +1,54 @@
-"""Flow `pipeline`: every stage in DVC order, each with its quality gate; transient failures are
-retried, a gate's verdict is final (flows.common). Ends by publishing the report, the metrics
-table and the Data Docs link as Prefect artifacts. `workers` > 1 or `dask_address` shards
-`extract` and `evaluate` across Dask workers (same outputs as one process); `evaluate` runs every
-method's stage (evaluate@<method>: no_retrieval and single_step, then the methods that start
-from their generations, the methods of a wave on separate workers at once), then `summarize`
-gates the runs and writes the metrics."""
+"""Flow `pipeline`: dvc.yaml's pipeline through the same runner as `skillrag repro`
+(skillrag.repro), one Prefect task per stage: each pending stage's own command, then `dvc commit`
+(so dvc.lock records what Prefect ran), `dvc push` when a remote is reachable and one git commit;
+an absent cache-only input is restored or rebuilt first, a resumable stage checkpoints its partial
+outputs to git. A stage killed by the system (out of memory) is retried and resumes; a stage's own
+error, a gate's verdict included (each stage command runs its gate), fails at once. Ends by
+publishing the report, the metrics table and the Data Docs link as Prefect artifacts.
+
+Dask sharding of extract and evaluate stays with the single-stage flows (flows/stages.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from flows.artifacts import publish_artifacts
-from flows.common import load, run_stage_on
+from flows.common import retried
 from skillrag import interrupts
-from skillrag.stages import STAGES
+from skillrag.config import experiment_overrides
+from skillrag.paths import Paths
+from skillrag.repro import Runner, apply_params, deadline_of, parse_duration
 
 
 @flow(name="pipeline")
 def pipeline_flow(
-    params_file: str = "params.yaml",
+    project: str = ".",
     profile: str | None = None,
-    overrides: Sequence[str] = (),
-    until: str | None = None,
-    workers: int = 1,
-    dask_address: str | None = None,
+    through: str | None = None,
+    budget: str | None = None,
+    checkpoint: str = "20m",
+    set_params: Sequence[str] = (),
+    push: bool = True,
 ) -> list[str]:
-    """Run the stages in order; `until` stops after the named stage (CLI spelling, e.g.
-    train-probe). Returns the keys of the artifacts published."""
-    if until is not None and until not in STAGES:
-        raise ValueError(f"unknown stage {until!r} (choose from {', '.join(STAGES)})")
-    params, paths = load(params_file, profile, overrides)
-    for name, stage in STAGES.items():
-        run_stage_on(stage, params, paths, workers, dask_address)
-        if name == until:
-            break
-    return publish_artifacts(paths)
+    """`project`: the checkout (params.yaml, dvc.yaml, git); `through` stops after that stage (its
+    dvc.yaml name, e.g. train_probe); `budget` (e.g. 2h30m) starts only what fits, as
+    `skillrag repro --budget` does. `profile` (e.g. gpu) and `set_params` (e.g. ["lm.device=cuda"])
+    are written to params.yaml as `skillrag exp` / `dvc exp run -S` pass them, and the run is then
+    the workspace's experiment: nothing is committed to git. Returns the keys of the artifacts
+    published."""
+    root = Path(project).resolve()
+    overrides = [*(experiment_overrides(root / "params.yaml", profile) if profile else ()), *set_params]
+    if overrides:
+        apply_params(root, overrides)
+    log = get_run_logger()
+    runner = Runner(root, checkpoint_s=parse_duration(checkpoint), deadline=deadline_of(budget),
+                    git=not overrides, push=push, echo=log.info)
+    ran = runner.run(through, run_stage=lambda name: retried(runner.run_stage, name)(name))
+    log.info(f"pipeline: {len(ran)} stage(s) run: {', '.join(ran) or 'none'}")
+    return publish_artifacts(Paths(root))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Flow `reevaluate`, the scheduled re-evaluation (deployments in prefect.yaml): bring the
-artifacts up to date with DVC (`dvc pull` when a remote exists, `dvc repro` of what changed and,
-with `force_evaluate`, every evaluate stage and what follows it again), publish the report and
-metrics as artifacts, and judge the new per-question outcomes against the committed
-reports/outcomes.csv on the same questions (skillrag.reevaluation). The run ends FAILED when the
-outcomes got significantly worse (`reevaluate.alpha`, one-sided, Holm-corrected) or changed
-although every recorded input stayed the same (non-deterministic)."""
+artifacts up to date through `skillrag repro`'s runner (skillrag.repro: what is stale, and with
+`force_evaluate` every evaluate stage and what follows it again; an absent index rebuilt first),
+publish the report and metrics as artifacts, and judge the new per-question outcomes against the
+committed reports/outcomes.csv on the same questions (skillrag.reevaluation). The run ends FAILED
+when the outcomes got significantly worse (`reevaluate.alpha`, one-sided, Holm-corrected) or
+changed although every recorded input stayed the same (non-deterministic)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,14 @@ def reevaluate_flow(
     against: str | None = None,
     force_evaluate: bool = True,
     set_params: list[str] | None = None,
+    commit: bool = False,
 ) -> list[dict[str, Any]]:
     """`project`: the checkout (params.yaml, dvc.yaml, git); `alpha` and `against` default to
     params.yaml's `reevaluate` section; `force_evaluate: false` re-runs only what DVC finds stale
     (the nightly schedule), true every evaluation (the weekly one); `set_params` (e.g.
-    ["lm.device=cuda"] on a GPU worker) runs DVC as `dvc exp run -S`. Returns the tests' rows;
-    raises `NonDeterministic` or `Regression` (the run fails)."""
+    ["lm.device=cuda"] on a GPU worker) are written to params.yaml first, as `dvc exp run -S` does;
+    `commit`: commit each stage to git as `skillrag repro` does (off: the committed outcomes stay
+    the reference). Returns the tests' rows; raises `NonDeterministic` or `Regression` (the run fails)."""
     root = Path(project).resolve()
     params = load_params(root / "params.yaml")
     alpha = params.reevaluate.alpha if alpha is None else alpha
@@ -48,7 +50,7 @@ def reevaluate_flow(
         replaced = outcome_rows(paths.runs, methods, datasets)
     except FileNotFoundError:  # a fresh checkout: no traces of its own to check determinism against
         replaced = None
-    task(bring_up_to_date, name="dvc-repro", cache_policy=NO_CACHE)(root, force_evaluate, set_params or ())
+    task(bring_up_to_date, name="repro", cache_policy=NO_CACHE)(root, force_evaluate, set_params or (), commit)
     publish_artifacts(paths, key="reevaluate")
     verdict = judge(committed, replaced, outcome_rows(paths.runs, methods, datasets), inputs_before,
                     run_inputs(paths.runs), alpha)

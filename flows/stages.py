@@ -4,7 +4,7 @@ stage's library function, then its quality gate, then the stage's one-line summa
 Run one with `python -m flows.stages <stage> [--profile tiny]`; `extract` and `evaluate` take
 `--workers N` (shards on a local Dask cluster) and `--dask-address tcp://host:8786` (an existing
 Dask scheduler, N shards); `evaluate --method NAME` (repeatable) runs those methods' stages only
-(`evaluate@NAME`), the others every method of `evaluate.methods`. `summarize` then writes the
+(`evaluate-NAME`), the others every method of `evaluate.methods`. `summarize` then writes the
 metrics.
 """
 

@@ -294,6 +294,45 @@ def readme() -> None:
     console.print(f"readme: results section {'updated' if changed else 'already current'}", style="green", highlight=False)
 
 
+@app.command(
+    epilog="Examples: `skillrag repro --dry` (what would run), `skillrag repro --budget 2h30m` (a job with a time "
+    "limit), `skillrag repro --through train_probe --no-push`."
+)
+def repro(
+    dry: Annotated[bool, typer.Option("--dry", help="Print each stage: done / pending / what it would restore, with estimated minutes; run nothing.")] = False,
+    budget: Annotated[str | None, typer.Option(help="Time this job has, e.g. 2h30m: start only what finishes, or checkpoints, inside it.")] = None,
+    until: Annotated[str | None, typer.Option(help="The job's end as HH:MM (UTC), instead of --budget.")] = None,
+    checkpoint: Annotated[str, typer.Option(help="How often a resumable stage's partial outputs are committed to git.")] = "20m",
+    margin: Annotated[str, typer.Option(help="Stop the stage in flight this long before the deadline, to commit it.")] = "5m",
+    through: Annotated[str | None, typer.Option(help="Stop after this stage (its dvc.yaml name, e.g. train_probe).")] = None,
+    force: Annotated[list[str] | None, typer.Option(help="Re-run this stage (a foreach name covers its items: evaluate) and everything after it (repeatable).")] = None,
+    push: Annotated[bool, typer.Option(help="`dvc push` each finished stage when a default remote is reachable.")] = True,
+    git: Annotated[bool, typer.Option(help="Commit each finished stage (dvc.lock, its git-tracked outputs, README.md) and checkpoints.")] = True,
+) -> None:
+    """Run dvc.yaml's pipeline stage by stage so finished work survives the machine: in dependency
+    order, skip each stage whose recorded inputs are unchanged (even when its cache-only outputs
+    are absent), restore or rebuild (via its producer) a missing cache-only input before a stage
+    needs it, run the stage's own command, then `dvc commit`, `dvc push` when a remote is
+    reachable, and one git commit per stage. A resumable stage commits its partial outputs every
+    --checkpoint and on SIGINT/SIGTERM (exit 130/143); rerun the same command, here or on a fresh
+    clone, to continue. Estimates come from reports/timings/<stage>.json."""
+    from skillrag.repro import Runner, deadline_of, parse_duration
+
+    if state.profile not in (None, "default"):
+        _fail(f"repro runs dvc.yaml's pipeline (params.yaml as it is); to run profile {state.profile!r}: skillrag exp {state.profile}")
+    runner = Runner(
+        state.params_file.resolve().parent, checkpoint_s=parse_duration(checkpoint), deadline=deadline_of(budget, until),
+        margin_s=parse_duration(margin), force=force or (), git=git, push=push,
+        echo=lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False),
+    )
+    if dry:
+        for line in runner.describe():
+            print(line)
+        return
+    ran = runner.run(through)
+    console.print(f"repro: {len(ran)} stage(s) run: {', '.join(ran) or 'none'}", style="green", highlight=False)
+
+
 def _show_round(round_: Any) -> None:
     score = "" if round_.score is None else f" score={round_.score:.3f} ({'accept' if round_.accepted else 'reject'})"
     console.print(f"[bold]round {round_.index}[/] [cyan]{round_.stage}[/]{score}", highlight=False)

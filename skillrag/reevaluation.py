@@ -1,5 +1,5 @@
-"""Scheduled re-evaluation (flows/reevaluate.py): bring the artifacts up to date with DVC, then
-judge the new per-question outcomes against the committed reports/outcomes.csv on the same
+"""Scheduled re-evaluation (flows/reevaluate.py): bring the artifacts up to date (`skillrag repro`'s
+runner), then judge the new per-question outcomes against the committed reports/outcomes.csv on the same
 questions, so that noise (a few flipped questions) stays quiet and a real change fails the run.
 
 Two alarms, told apart:
@@ -19,10 +19,8 @@ A run on another device (CPU vs GPU) is compared like any other; the result says
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from statsmodels.stats.multitest import multipletests
 
 from skillrag.report.outcomes import COLUMNS, KEY, read_outcomes
 from skillrag.report.paired import outcome_changes
+from skillrag.repro import Runner, apply_params
 
 TESTED = ("acc", "em", "no_answer")
 OUTCOMES = "reports/outcomes.csv"
@@ -176,28 +175,19 @@ def committed_outcomes(project: Path, ref: str) -> pd.DataFrame:
     return read_outcomes(done.stdout)
 
 
-def _dvc(project: Path, *args: str) -> str:
-    """Run dvc (and the stages' `skillrag` commands) from this interpreter's environment."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(["dvc", *args], cwd=project, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"`dvc {' '.join(args)}` failed in {project}: {(done.stderr or done.stdout).strip()[-2000:]}")
-    return done.stdout
-
-
-def bring_up_to_date(project: Path, force_evaluate: bool = True, set_params: Sequence[str] = ()) -> list[str]:
-    """`dvc pull` when a remote is configured, `dvc repro` of whatever changed, then (when
-    `force_evaluate`) every evaluate stage and every stage after them again even if nothing changed.
-    `set_params` (e.g. lm.device=cuda): run as `dvc exp run -S ...` instead, since `dvc repro`
-    reads params.yaml only (the values are written to params.yaml, as exp run does). Returns
-    the dvc commands run."""
-    run = ["exp", "run", *(arg for value in set_params for arg in ("-S", value))] if set_params else ["repro"]
-    commands = []
-    if _dvc(project, "remote", "list").strip():
-        commands.append(["pull", "--allow-missing"])
-    commands.append(run)
-    if force_evaluate:
-        commands.append([*run, "--force", "--downstream", "--glob", "evaluate-*"])  # every evaluate-<method> stage
-    for command in commands:
-        _dvc(project, *command)
-    return [" ".join(["dvc", *command]) for command in commands]
+def bring_up_to_date(
+    project: Path,
+    force_evaluate: bool = True,
+    set_params: Sequence[str] = (),
+    commit: bool = False,
+    echo: Callable[[str], None] = print,
+) -> list[str]:
+    """Run what is stale through `skillrag repro`'s runner (skillrag.repro: absent cache-only inputs
+    restored or rebuilt, partial traces kept) and, when `force_evaluate`, every evaluate stage and
+    every stage after them again even if nothing changed. `set_params` (e.g. lm.device=cuda) are
+    written to params.yaml first, as `dvc exp run -S` does. `commit`: commit each stage to git (off:
+    the committed outcomes stay the reference the next run is judged against). Returns the stages run."""
+    if set_params:
+        apply_params(project, set_params)
+    runner = Runner(project, force=("evaluate",) if force_evaluate else (), git=commit, echo=echo)
+    return runner.run()

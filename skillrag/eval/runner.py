@@ -21,8 +21,9 @@ Beside it, `<dataset>.settings.json` records what the traces were run with
 plus the provenance of each run that added traces (git commit, library versions). Resuming
 under other inputs or parameters would silently mix two configurations in one file, so it is
 refused, naming what changed; the traces are left untouched. Provenance is not compared: a new
-commit does not invalidate the traces. (`dvc repro` deletes the outputs of a changed stage
-first, so the refusal only bites hand-run commands.)
+commit does not invalidate the traces. (The traces are a `persist: true` DVC output, kept when
+the stage's inputs change, so the refusal is what stops a changed stage: delete them, or run
+`skillrag repro --force evaluate-<method>`, to trace again.)
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ DESCRIBED = ("retrieves", "trigger")  # what the runs gate reads: recorded as no
 
 
 def _read(path: Path) -> list[tuple[str, Trace]]:
-    """(line, trace) pairs already written; a malformed *last* line (a kill mid-write) is dropped
-    from the file, atomically."""
+    """(line, trace) pairs already written; a malformed *last* line (a kill mid-write, or a git
+    checkpoint taken mid-write) is dropped from the file, and a whole last line missing its newline
+    gets it, atomically, so the next append starts a line of its own."""
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
     kept = []
     for number, line in enumerate(lines, start=1):
         try:
@@ -62,7 +65,8 @@ def _read(path: Path) -> list[tuple[str, Trace]]:
         except json.JSONDecodeError:
             if number != len(lines):
                 raise DataError(f"{path}:{number}: malformed trace line") from None
-            replace_text(path, "".join(f"{line}\n" for line, _ in kept))
+    if len(kept) < len(lines) or (text and not text.endswith("\n")):
+        replace_text(path, "".join(f"{line}\n" for line, _ in kept))
     return kept
 
 

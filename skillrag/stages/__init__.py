@@ -146,7 +146,7 @@ STAGES: dict[str, Stage] = {
         Stage("train-probe", train_probe, None, _probe_summary),
         Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
         Stage("tune-thresholds", tune_thresholds, None, _thresholds_summary),
-        Stage("evaluate", evaluate, None, _evaluate_summary, timed=False),  # timed per method: evaluate@<method>
+        Stage("evaluate", evaluate, None, _evaluate_summary, timed=False),  # timed per method: evaluate-<method>
         Stage("summarize", summarize, None, _summarize_summary),
         Stage("analyze", analyze, None, _analyze_summary),
         Stage("report", report, None, _report_summary),

@@ -1,4 +1,4 @@
-"""Stage `evaluate@<method>`: one method on every evaluation set (data/runs/<method>/); its
+"""Stage `evaluate-<method>`: one method on every evaluation set (data/runs/<method>/); its
 questions may be sharded across workers (`shards`, `map_shards`). `skillrag.stages.summary`
 then gates every method's runs and writes the metrics.
 
@@ -40,7 +40,7 @@ def evaluate(
     methods: Sequence[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every method of `methods` (default `evaluate.methods`), the stored ones first: each as
-    its `evaluate@<method>` stage runs it, the shards of the methods of one wave in one
+    its `evaluate-<method>` stage runs it, the shards of the methods of one wave in one
     `map_shards` call (on Dask, independent methods run on separate workers at once). Returns
     method -> dataset -> {"answered", "reuse", "run_costs"} of this call.
 
@@ -79,12 +79,12 @@ def evaluate(
 
 
 def evaluate_method(params: Params, paths: Paths, method: str, shards: int = 1, map_shards: ShardMap = in_process) -> dict[str, Any]:
-    """Stage `evaluate@<method>`: `evaluate` for that method alone, its wall time recorded in
+    """Stage `evaluate-<method>`: `evaluate` for that method alone, its wall time recorded in
     reports/timings/evaluate-<method>.json."""
     from skillrag.stages.timing import timed
 
     check_methods([method])  # before anything is timed or locked
-    with timed(paths, f"evaluate@{method}"):
+    with timed(paths, f"evaluate-{method}"):
         return evaluate(params, paths, shards=shards, map_shards=map_shards, methods=[method])[method]
 
 

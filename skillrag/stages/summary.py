@@ -1,4 +1,4 @@
-"""Stage `summarize`: every method's runs (the `evaluate@<method>` stages) gated, then merged into
+"""Stage `summarize`: every method's runs (the `evaluate-<method>` stages) gated, then merged into
 reports/metrics.json (headline) and reports/metrics_detail.json (everything)."""
 
 from __future__ import annotations

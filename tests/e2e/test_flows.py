@@ -1,7 +1,8 @@
-"""The Prefect pipeline flow runs offline (a temporary server via prefect_test_harness), writes
-what the DVC stage commands write (byte-identical files wherever the format is deterministic;
-Lucene writes random segment ids, so its index is compared by document count through the gate),
-and publishes the report, the metrics table and the Data Docs link as artifacts."""
+"""The Prefect pipeline flow runs offline (a temporary server via prefect_test_harness) through
+`skillrag repro`'s runner, writes what `dvc repro` writes (byte-identical files wherever the format
+is deterministic; Lucene writes random segment ids, so its index is compared by document count
+through the gate), leaves dvc.lock recording what it ran, and publishes the report, the metrics
+table and the Data Docs link as artifacts."""
 
 import json
 
@@ -12,17 +13,19 @@ from prefect.testing.utilities import prefect_test_harness
 
 from flows.pipeline import pipeline_flow
 from skillrag.probe.states import read_rows
-from tests.e2e.conftest import make_project
+from tests.e2e.conftest import make_project, run
 from tests.fakes import without_latency
 
 pytestmark = pytest.mark.e2e
 
 
-def test_pipeline_flow_matches_dvc_outputs_and_publishes_artifacts(dvc_project, tmp_path):
+def test_pipeline_flow_matches_dvc_outputs_records_them_in_dvc_lock_and_publishes_artifacts(dvc_project, tmp_path):
     project = make_project(tmp_path / "flows")
+    run(["dvc", "init", "--no-scm", "-q"], project)
     with prefect_test_harness():
-        published = pipeline_flow(params_file=str(project / "params.yaml"), workers=2)
+        published = pipeline_flow(project=str(project))
         artifacts = {key: Artifact.get(key) for key in published}
+    assert "up to date" in run(["dvc", "status"], project).stdout.lower()  # dvc.lock records what Prefect ran
     for relative in [
         "data/questions/train/nq.jsonl",
         "data/questions/eval/2wiki.jsonl",
@@ -35,7 +38,7 @@ def test_pipeline_flow_matches_dvc_outputs_and_publishes_artifacts(dvc_project, 
         json.loads((dvc_project / metrics_file).read_text())
     )
     columns = ["id", "strategy", "text", "answer", "acc"]
-    pd.testing.assert_frame_equal(  # extract ran on two Dask workers, DVC's in one process
+    pd.testing.assert_frame_equal(
         read_rows(project / "data" / "states")[columns], read_rows(dvc_project / "data" / "states")[columns]
     )
     assert (project / "data" / "probe" / "probe.json").exists()

@@ -48,6 +48,16 @@ def test_run_resumes_after_a_crash_mid_write(tmp_path):
     assert all(json.loads(line) for line in out.read_text().splitlines())
 
 
+def test_a_whole_last_line_without_its_newline_is_kept_and_the_next_trace_starts_a_line(tmp_path):
+    out = tmp_path / "nq.jsonl"
+    run_method(_method([" x\nAnswer: Paris"]), QUESTIONS[:1], out, SETTINGS)
+    out.write_text(out.read_text().removesuffix("\n"))  # killed between the line and its newline
+    method = _method([" y\nAnswer: Rome"])
+    run_method(method, QUESTIONS[:2], out, SETTINGS)
+    assert method.parts.lm.exhausted  # only nq-1 was answered: nq-0's trace was kept
+    assert [t.question_id for t in read_traces(out)] == ["nq-0", "nq-1"]
+
+
 def test_a_crash_while_repairing_a_cut_line_leaves_the_file_as_it_was(tmp_path, monkeypatch):
     out = tmp_path / "nq.jsonl"
     run_method(_method([" x\nAnswer: Paris"]), QUESTIONS[:1], out, SETTINGS)

@@ -11,6 +11,7 @@ from flows.common import is_transient, retried, run_stage_on
 from skillrag.config import ConfigError
 from skillrag.files import DataError
 from skillrag.quality import GateFailed
+from skillrag.repro import StageFailed
 from skillrag.stages import STAGES
 
 
@@ -25,6 +26,9 @@ from skillrag.stages import STAGES
         (ConfigError("bad key"), False),
         (FileNotFoundError("data/probe"), False),
         (TypeError("a bug"), False),
+        (StageFailed("extract", -9), True),  # a stage command killed by the out-of-memory killer
+        (StageFailed("extract", 137), True),  # the same, as the shell reports it
+        (StageFailed("summarize", 1), False),  # the stage's own error (its gate's verdict included)
     ],
 )
 def test_only_transient_errors_are_retried(error, transient):

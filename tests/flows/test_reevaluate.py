@@ -128,6 +128,10 @@ STAGE = (
 )
 
 
+def _git_out(project: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=project, check=True, capture_output=True, text=True).stdout
+
+
 def _git(project: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=project, check=True, capture_output=True)
 
@@ -144,7 +148,7 @@ def project(tmp_path) -> Path:
     (root / "params.yaml").write_text(yaml.safe_dump({
         "reevaluate": {"alpha": 0.05}, "evaluate": {"methods": ["single_step"], "datasets": ["nq"]}}))
     stage = {"cmd": STAGE, "deps": ["right.txt"], "outs": ["data/runs"]}
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"evaluate-single_step": stage}}))
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"evaluate": stage}}))
     subprocess.run(["dvc", "repro", "-q"], cwd=root, check=True, env=env)
     write_outcomes(root / "data" / "runs", root / "reports" / "outcomes.csv", ["single_step"], ["nq"])
     _git(root, "add", ".")
@@ -152,11 +156,13 @@ def project(tmp_path) -> Path:
     return root
 
 
-def test_dvc_brings_the_runs_up_to_date_and_git_has_the_committed_outcomes(project):
+def test_the_runner_brings_the_runs_up_to_date_and_git_has_the_committed_outcomes(project):
+    assert bring_up_to_date(project, force_evaluate=False) == []  # nightly, nothing changed: nothing runs
+    assert bring_up_to_date(project) == ["evaluate"]  # weekly: forced all the same
     (project / "right.txt").write_text("3")
-    ran = bring_up_to_date(project)
-    assert ran == ["dvc repro", "dvc repro --force --downstream --glob evaluate-*"]  # no remote: no pull
+    assert bring_up_to_date(project, force_evaluate=False) == ["evaluate"]
     assert (project / "data/runs/single_step/nq.jsonl").read_text().count('"acc": 1.0') == 3
+    assert _git_out(project, "status", "--porcelain", "dvc.lock") == " M dvc.lock\n"  # recorded, not committed
     assert committed_outcomes(project, "HEAD")["acc"].sum() == 16
     with pytest.raises(FileNotFoundError, match="no committed reports/outcomes.csv at 'nosuchref'"):
         committed_outcomes(project, "nosuchref")

@@ -1,4 +1,4 @@
-"""evaluate@<method> stages: each method on its own (as DVC runs them, a fresh model each), the gated
+"""evaluate-<method> stages: each method on its own (as DVC runs them, a fresh model each), the gated
 methods served from the generations the no_retrieval and single_step stages stored."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _workspace(tmp_path, monkeypatch):
 
 
 def _stage(paths, monkeypatch, method, *overrides):
-    """One evaluate@<method> stage in a process of its own: a fresh model; returns its calls."""
+    """One evaluate-<method> stage in a process of its own: a fresh model; returns its calls."""
     lm = RuleLM()
     monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
     params = load_params(paths.root / "params.yaml", overrides=["lm.layers=all", *overrides])

@@ -12,11 +12,11 @@ class Stopped(Exception):
 
 def test_a_finished_stage_records_its_wall_time(tmp_path):
     paths = Paths(tmp_path)
-    with timed(paths, "evaluate@skill_rag"):
+    with timed(paths, "evaluate-skill_rag"):
         pass
-    record = json.loads(timing_file(paths, "evaluate@skill_rag").read_text())
-    assert timing_file(paths, "evaluate@skill_rag").name == "evaluate-skill_rag.json"
-    assert record["stage"] == "evaluate@skill_rag"
+    record = json.loads(timing_file(paths, "evaluate-skill_rag").read_text())
+    assert timing_file(paths, "evaluate-skill_rag").name == "evaluate-skill_rag.json"
+    assert record["stage"] == "evaluate-skill_rag"
     assert record["legs"] == 1
     assert 0 <= record["wall_s"] < 60
     assert record["device"]
