@@ -13,8 +13,9 @@ make the same text; calls with equal `GenerateCall`s can share one batched model
 
 `RequestLM` is the base of every LM here: it writes the `LM` protocol's signatures once, in terms
 of `serve_generate`, `serve_choices` and `serve_scores`. An LM written against the plain protocol
-(a test's scripted LM) is served too: `GenerateCall.run`, `choices_of` and `scores_of` hand a
-request to any LM, whole to a RequestLM, else through its plain methods one call at a time.
+(a test's scripted LM) is served too: `GenerateCall.run` hands a request to any LM's `generate`
+(already batched over its prompts), `choices_of` and `scores_of` a list of them whole to a
+RequestLM, else one call at a time through its plain methods.
 """
 
 from __future__ import annotations
@@ -51,10 +52,10 @@ class GenerateCall:
         return cls(max_new_tokens, tuple(stop), tuple(capture) if capture else None, prefix, attention)
 
     def run(self, lm: LM, prompts: Sequence[str]) -> list[Generation]:
-        """This call on `prompts` by `lm`. To a plain LM `attention` is passed only when asked
-        for, so LMs without the option (the scripted fakes) serve every other call."""
-        if isinstance(lm, RequestLM):
-            return lm.serve_generate(self, list(prompts))
+        """This call on `prompts` by `lm`, through its `generate` (a RequestLM makes this request
+        of it again, so an LM that refines `generate`, such as a test's scripted one, is served as
+        it says). `attention` is passed only when asked for, so LMs without the option serve
+        every other call."""
         asked = {"attention": True} if self.attention else {}
         return lm.generate(
             list(prompts), self.max_new_tokens, stop=self.stop, capture=self.capture, prefix=self.prefix, **asked

@@ -18,7 +18,7 @@ class GatedRAG(Method):
 
     needs_prober = True
     trigger = "probe.threshold (the prober accepted every closed-book answer)"
-    reads = (*Method.reads, *RETRIEVAL_READS, "prober", "probe.threshold", "methods.max_rounds")
+    reads = (*Method.reads, *RETRIEVAL_READS, "prober", "probe.threshold", "methods.max_rounds", "methods.max_passages")
 
     def run(self, session: Session) -> None:
         attempt: Attempt | None = session.answer_round("no_retrieval")
