@@ -17,6 +17,17 @@ with generation reuse; the reuse hit rate; and the share of answers the batched 
 identically (1.0 expected in float32; in bfloat16 a row's numbers depend a little on its batch).
 The gated methods use the trained prober in `--probe` when it fits the model, else a stand-in
 that rejects every answer (every round runs: the costliest path), as the output says.
+
+Then the retry (`--retry-questions`, 0 to skip; on by default, and the only part run with
+`--only-retry`): the router's `choose_and_generate` on `--n` failure states served in one batch
+against one at a time (and whether the choices are identical), and single_step, probing_rag and
+skill_rag side by side on the same questions (`--concurrency` at once, batches of `--n`, every
+answer rejected so every retry runs, params.yaml's methods section): wall seconds per question, the
+latency charged per retry round against a retrieval round, and the prompt tokens per retry under
+`methods.max_passages`. Over `--index` when it holds a bm25s index, else over a bm25s index built
+in memory from `--corpus` (its first `--corpus-passages`, plus the questions' gold passages).
+
+    python benchmarks/lm.py --model smollm2-135m --only-retry --retry-questions 8
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from skillrag.prompts.cot import Prompt, cot_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = REPO.parent / "shared" / "data" / "hotpotqa" / "questions.jsonl"
+CORPUS = REPO.parent / "shared" / "data" / "corpus" / "passages.jsonl"
 
 
 def read_prompts(path: Path, n: int) -> list[Prompt]:
@@ -82,13 +94,15 @@ class RejectEverything:
     """A stand-in prober for a model without a trained one: every answer is rejected, so the
     gated methods run every round."""
 
+    pooling = "generated_mean"
+
     def __init__(self, layers: list[int]) -> None:
         self.layers = layers
 
     def score(self, hidden) -> float:
         return 0.0
 
-    def accepts(self, score: float) -> bool:
+    def accepts(self, score: float, stage: str = "") -> bool:
         return False
 
 
@@ -160,6 +174,104 @@ def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
     show("answers identical to 1 at a time", f"{same:.1%}", "", "", "1.0 in fp32")
 
 
+def retry_retriever(args: argparse.Namespace, questions: list):
+    """The bm25s index in `--index` when there is one, else one built from `--corpus` in a
+    temporary folder (the questions' gold passages included, so retries can find them)."""
+    import tempfile
+
+    from skillrag.data.corpus import read_corpus
+    from skillrag.retrieval import open_retriever
+    from skillrag.retrieval.bm25s_backend import build_bm25s_index
+    from skillrag.retrieval.manifest import write_index_manifest
+
+    if (args.index / "bm25s").is_dir():
+        return open_retriever("bm25s", args.index)
+    gold = {pid for q in questions for pid in q.meta.get("gold_passage_ids", [])}
+    passages = [p for i, p in enumerate(read_corpus(args.corpus)) if i < args.corpus_passages or p.id in gold]
+    folder = Path(tempfile.mkdtemp(prefix="skillrag-bench-index-"))
+    build_bm25s_index(passages, folder / "bm25s", 0.9, 0.4)
+    write_index_manifest(folder)
+    return open_retriever("bm25s", folder)
+
+
+def retry_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
+    """The router's call batched vs one at a time, and Skill-RAG's retries vs Probing-RAG's."""
+    import tempfile
+
+    from skillrag.config import load_params
+    from skillrag.data.sources import load_local
+    from skillrag.eval.runner import run_method
+    from skillrag.lm.calls import ChooseCall
+    from skillrag.methods import Components, ReusingLM, build_method
+    from skillrag.skills.base import FailureState, render
+    from skillrag.skills.router import OPTIONS
+
+    params = load_params(REPO / "params.yaml")
+    questions = load_local(args.questions.parents[1], args.questions.parent.name)[: args.retry_questions]
+    retriever = retry_retriever(args, questions)
+    k = params.retrieval.k
+
+    # The router's call: failure states of the first retrieval (no answer yet), one prefix.
+    calls = []
+    for question in questions[: args.n]:
+        passages = tuple(hit.passage for hit in retriever.search(question.question, k))
+        prefix, body = render(FailureState(question.question, "", "", passages, None, 1).fields())
+        calls.append(ChooseCall(prefix + body, tuple(OPTIONS.values()), prefix))
+    lm.serve_choices(calls[:1])  # warm up: the router prefix in the prefix cache
+    batched, alone = best_times(args.repeats, lambda: lm.serve_choices(calls), lambda: [lm.serve_choices([c]) for c in calls])
+    many, one = lm.serve_choices(calls), [lm.serve_choices([c])[0] for c in calls]
+    same = sum(
+        (a.index, a.generation and a.generation.text) == (b.index, b.generation and b.generation.text)
+        for a, b in zip(many, one)
+    )
+    print(
+        f"\nretry | model {args.model} | {lm.model.dtype} | torch threads {torch.get_num_threads()} | "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    show = _table((52, 13, 13, 7, 8))
+    show("measure", "this path", "baseline", "ratio", "target")
+    show(f"router calls/s: batch {len(calls)} / 1 at a time", f"{len(calls) / batched:.2f}", f"{len(calls) / alone:.2f}",
+         f"{alone / batched:.2f}x", ">= 2x")
+    show("router choices identical to 1 at a time", f"{same} of {len(calls)}", "", "", "all")
+
+    # The methods side by side, every answer rejected so that every retry runs.
+    prober = RejectEverything(default_layers(lm.num_layers))
+    runs = {}
+    for name in ("single_step", "probing_rag", "skill_rag"):
+        parts = Components.from_params(params, ReusingLM(lm, 0), retriever, prober)
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            traces = run_method(build_method(name, parts), questions, Path(tmp) / "runs.jsonl", {},
+                                concurrency=args.concurrency, batch_size=args.n)
+            runs[name] = (time.perf_counter() - start) / len(questions), traces
+
+    def retries(name: str) -> list:
+        return [r for t in runs[name][1] for r in t.rounds[2:] if r.queries]
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values) if values else float("nan")
+
+    retrieval_s = mean([r.cost.latency_s for t in runs["single_step"][1] for r in t.rounds])
+    print(f"\n{len(questions)} questions ({args.questions.parent.name}), concurrency {args.concurrency}, batch {args.n}, "
+          f"k {k}, methods.max_passages {params.methods.max_passages}, max_rounds {params.methods.max_rounds}, "
+          "every answer rejected")
+    show("measure", "skill_rag", "probing_rag", "ratio", "target")
+    skill_wall, probing_wall = runs["skill_rag"][0], runs["probing_rag"][0]
+    show("wall s per question (whole method)", f"{skill_wall:.2f}", f"{probing_wall:.2f}",
+         f"{skill_wall / probing_wall:.2f}x", "<= 2x")
+    skill_retry, probing_retry = (mean([r.cost.latency_s for r in retries(m)]) for m in ("skill_rag", "probing_rag"))
+    show("latency charged per retry round, s", f"{skill_retry:.2f}", f"{probing_retry:.2f}",
+         f"{skill_retry / probing_retry:.2f}x", "")
+    show("retry / retrieval round (single_step), charged", f"{skill_retry / retrieval_s:.2f}x",
+         f"{probing_retry / retrieval_s:.2f}x", "", "<= 2.5x")
+    show("prompt tokens per retry round", f"{mean([r.cost.tokens_in for r in retries('skill_rag')]):.0f}",
+         f"{mean([r.cost.tokens_in for r in retries('probing_rag')]):.0f}", "", "")
+    show("passages per retry answer", f"{mean([len(r.passage_ids) for r in retries('skill_rag')]):.1f}",
+         f"{mean([len(r.passage_ids) for r in retries('probing_rag')]):.1f}", "", "")
+    show("prompt tokens per retrieval round (single_step)",
+         f"{mean([r.cost.tokens_in for t in runs['single_step'][1] for r in t.rounds]):.0f}", "", "", "")
+
+
 def _table(widths: tuple[int, ...]):
     def show(*cells: str) -> None:
         print("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)))
@@ -168,7 +280,7 @@ def _table(widths: tuple[int, ...]):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--n", type=int, default=8, help="prompts, and the batch size")
     parser.add_argument("--max-new-tokens", type=int, default=48)
@@ -187,19 +299,28 @@ def main() -> None:
     parser.add_argument("--backend", default="bm25s")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--probe", type=Path, default=REPO / "data" / "probe")
+    parser.add_argument("--retry-questions", type=int, default=8, help="questions for the retry comparison (0: skip)")
+    parser.add_argument("--only-retry", action="store_true", help="run only the retry comparison")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="corpus for the in-memory bm25s index")
+    parser.add_argument("--corpus-passages", type=int, default=5000, help="corpus passages it indexes")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.only_retry:
+        retry_speed(load_lm(args.model, device=args.device, dtype=args.dtype), args)
+        return
 
     if args.precision:
         precision_speed(args)
-    if not (args.runtime or args.eval_questions):
+    if not (args.runtime or args.eval_questions or args.retry_questions):
         return
     lm = load_lm(args.model, device=args.device, dtype=args.dtype)
     if args.runtime:
         runtime_speed(lm, args)
     if args.eval_questions:
         evaluation_speed(lm, args)
+    if args.retry_questions:
+        retry_speed(lm, args)
 
 
 def precision_speed(args: argparse.Namespace) -> None:

@@ -127,6 +127,7 @@ class EntropyRAGParams(_Section):
 
 class MethodsParams(_Section):
     max_rounds: int = Field(2, ge=1)
+    max_passages: int = Field(6, ge=1)  # passages an answer after a retry sees: this round's and earlier rounds', newest first
     exit_mode: Literal["answer", "abstain"] = "answer"
     abstain_answer: str = "I cannot answer this question."
     router: Literal["prompt", "learned"] = "prompt"

@@ -23,7 +23,7 @@ ANSWERS = ("questions", "model", "prompts", "lm.max_new_tokens", "lm.prompt_form
 # What a retrieving method adds: the index and every retrieval knob.
 RETRIEVAL = ("index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words")
 # The prober-gated loop (skillrag.methods.gated).
-GATED = (*ANSWERS, *RETRIEVAL, "prober", "probe.threshold", "methods.max_rounds")
+GATED = (*ANSWERS, *RETRIEVAL, "prober", "probe.threshold", "methods.max_rounds", "methods.max_passages")
 TUNED = "auto: data/thresholds/thresholds.json"  # what an `auto` trigger threshold resolves to
 ADAPTIVE_REBUILD = "`skillrag train-adaptive` (or `dvc repro train_adaptive`)"
 
@@ -86,7 +86,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "entropy_rag", "entropy_rag", "EntropyRAG",
-            (*ANSWERS, *RETRIEVAL, "thresholds", "methods.entropy_rag", "methods.max_rounds"), starts_from=STORED,
+            (*ANSWERS, *RETRIEVAL, "thresholds", "methods.entropy_rag", "methods.max_rounds", "methods.max_passages"), starts_from=STORED,
             trigger=f"methods.entropy_rag.cut ({TUNED}; every closed-book answer was at most the cut)",
         ),
     )

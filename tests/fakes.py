@@ -18,7 +18,8 @@ from typing import ClassVar
 import torch
 
 from skillrag.data.schema import Passage
-from skillrag.lm.base import POOLINGS, Attention, Choice, Generation, Option, Pick, argmax
+from skillrag.lm.base import POOLINGS, Attention, Choice, Generation, argmax
+from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall
 from skillrag.retrieval.base import Hit
 
 
@@ -41,7 +42,7 @@ def fake_pooled(key: str, layers: Sequence[int] | None, size: int) -> dict[str, 
 Reply = str | Generation | Callable[[str], Generation] | Exception
 
 
-class FakeLM:
+class FakeLM(RequestLM):
     """`replies` answer generate calls (one per prompt), `likelihoods` loglikelihood calls and
     `choices` choose_and_generate calls: (option scores, the text generated after whichever option
     is picked), each script in order; an Exception in any script is raised at that call. A reply
@@ -72,28 +73,20 @@ class FakeLM:
             raise item
         return item
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        max_new_tokens: int,
-        stop: Sequence[str] = (),
-        capture: Sequence[int] | None = None,
-        prefix: str | None = None,
-        attention: bool = False,
-    ) -> list[Generation]:
+    def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
         out = []
         for prompt in prompts:
-            assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
+            assert call.prefix is None or prompt.startswith(call.prefix), "prefix must start the prompt"
             self.calls.append(("generate", prompt))
             reply = self._next(self.replies, "generate", prompt)
             if callable(reply):
                 reply = reply(prompt)
             if isinstance(reply, Generation):
-                assert attention or reply.attention is None, "a scripted attention summary that was not asked for"
-                pooled = fake_pooled(reply.text, capture, self.hidden_size)
+                assert call.attention or reply.attention is None, "a scripted attention summary that was not asked for"
+                pooled = fake_pooled(reply.text, call.capture, self.hidden_size)
                 out.append(replace(reply, prompt_tokens=len(prompt.split()), hidden=None, pooled=pooled))
             else:
-                out.append(self._generation(prompt, reply, capture))
+                out.append(self._generation(prompt, reply, call.capture))
         return out
 
     def _generation(self, prompt: str, text: str, capture: Sequence[int] | None) -> Generation:
@@ -104,25 +97,31 @@ class FakeLM:
             pooled=fake_pooled(text, capture, self.hidden_size),
         )
 
-    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        self.calls.append(("loglikelihood", prompt))
-        scores = list(self._next(self.likelihoods, "loglikelihood", prompt))
-        assert len(scores) == len(continuations)
-        return scores
+    def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
+        out = []
+        for call in calls:
+            self.calls.append(("loglikelihood", call.prompt))
+            scores = list(self._next(self.likelihoods, "loglikelihood", call.prompt))
+            assert len(scores) == len(call.continuations)
+            out.append(scores)
+        return out
 
-    def choose_and_generate(
-        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
-    ) -> Choice:
-        assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
-        self.calls.append(("choose", prompt))
-        scores, text = self._next(self.choices, "choose_and_generate", prompt)
-        assert len(scores) == len(options)
-        index = (pick or argmax)(list(scores))
-        option = options[index]
-        if option.max_new_tokens < 1:
-            return Choice(list(scores), index, None, len(prompt.split()))
-        generation = self._generation(prompt + option.label + option.lead, text, None)
-        return Choice(list(scores), index, generation, generation.prompt_tokens)
+    def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
+        out = []
+        for call in calls:
+            prompt, options = call.prompt, call.options
+            assert call.prefix is None or prompt.startswith(call.prefix), "prefix must start the prompt"
+            self.calls.append(("choose", prompt))
+            scores, text = self._next(self.choices, "choose_and_generate", prompt)
+            assert len(scores) == len(options)
+            index = (call.pick or argmax)(list(scores))
+            option = options[index]
+            if option.max_new_tokens < 1:
+                out.append(Choice(list(scores), index, None, len(prompt.split())))
+                continue
+            generation = self._generation(prompt + option.label + option.lead, text, None)
+            out.append(Choice(list(scores), index, generation, generation.prompt_tokens))
+        return out
 
     def kinds(self) -> list[str]:
         """Which prompt each call answered: "calibrate" (loglikelihood), "route" (choose_and_generate),
@@ -255,7 +254,7 @@ def answer(text: str, reasoning: str = "Thinking.") -> str:
 _TITLE = re.compile(r"^\[\d+\] ([^:\n]+):", re.MULTILINE)
 
 
-class RuleLM:
+class RuleLM(RequestLM):
     """Replies by rule from the prompt alone, so any call order and any batching give the same
     replies (runs that answer questions concurrently). A CoT answer names the first passage's
     title (closed-book: the question's last word); a skill or the router writes a query from
@@ -288,26 +287,31 @@ class RuleLM:
         pooled = fake_pooled(prompt[-300:] + text, capture, self.hidden_size)
         return Generation(text, list(range(n)), [-0.1] * n, [0.5] * n, len(prompt.split()), None, "stop", pooled=pooled)
 
-    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None, attention=False):
+    def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
         self.calls.append(("generate", list(prompts)))
         for prompt in prompts:
-            assert prefix is None or prompt.startswith(prefix), "prefix must start the prompt"
+            assert call.prefix is None or prompt.startswith(call.prefix), "prefix must start the prompt"
             self._check(prompt)
-        return [self._generation(prompt, self._reply(prompt), capture) for prompt in prompts]
+        return [self._generation(prompt, self._reply(prompt), call.capture) for prompt in prompts]
 
-    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        self.calls.append(("loglikelihood", [prompt]))
-        self._check(prompt)
-        return [-float(len(c)) for c in continuations]
+    def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
+        self.calls.append(("loglikelihood", [call.prompt for call in calls]))
+        for call in calls:
+            self._check(call.prompt)
+        return [[-float(len(c)) for c in call.continuations] for call in calls]
 
-    def choose_and_generate(
-        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
-    ) -> Choice:
-        self.calls.append(("choose", [prompt]))
-        self._check(prompt)
-        scores = [-float(zlib.crc32(f"{prompt[-400:]}{o.label}".encode()) % 5) for o in options]
-        index = (pick or argmax)(scores)
-        option = options[index]
+    def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
+        """Scores by rule from the prompt and the label; records one call for the list."""
+        self.calls.append(("choose", [call.prompt for call in calls]))
+        for call in calls:
+            self._check(call.prompt)
+        return [self._choose(call) for call in calls]
+
+    def _choose(self, call: ChooseCall) -> Choice:
+        prompt = call.prompt
+        scores = [-float(zlib.crc32(f"{prompt[-400:]}{o.label}".encode()) % 5) for o in call.options]
+        index = (call.pick or argmax)(scores)
+        option = call.options[index]
         if option.max_new_tokens < 1:
             return Choice(scores, index, None, len(prompt.split()))
         generation = self._generation(prompt, self._reply(prompt + option.label + option.lead), None)

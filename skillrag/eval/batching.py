@@ -7,10 +7,12 @@ its slot's fronts (`Batcher.lm(slot)`, `Batcher.retriever(slot)`), whose calls e
 request and wait for its result. The thread that iterates `map` is the scheduler: when every
 running task waits on a request (or after `WAIT_S`, so a slow task does not hold the others
 back), it serves the pending retrievals first (they are cheap, and the tasks come back with LM
-calls that join the next batch), else every pending LM call: `generate` calls that can share
-one call (an equal `GenerateCall`: budget, stops, capture, prefix and attention, so the prefix KV
-cache is shared) run together, at most `batch_size` prompts per call, prompts of similar length together (rows are
-left-padded to the longest); `loglikelihood` and `choose_and_generate` run one at a time. Only
+calls that join the next batch), else every pending LM call, as the request objects of
+skillrag.lm.calls: `generate` calls that can share one call (an equal `GenerateCall`: budget,
+stops, capture, prefix and attention, so the prefix KV cache is shared) run together, at most
+`batch_size` prompts per call, prompts of similar length together (rows are left-padded to the
+longest); `choose_and_generate` calls with the same prefix (the router's) run together likewise,
+and `loglikelihood` calls together, at most `batch_size` per model call. Only
 the scheduler touches the LM and the retriever, so native code (torch, the JVM) and signals
 (`skillrag.interrupts`) stay in the main thread.
 
@@ -35,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Self, TypeVar
 
 from skillrag import interrupts
-from skillrag.lm.base import LM, Choice, Generation, Option, Pick, Stop
-from skillrag.lm.calls import GenerateCall
+from skillrag.lm.base import LM, Choice, Generation
+from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall, choices_of, scores_of
 from skillrag.retrieval.base import Hit, Retriever
 
 T = TypeVar("T")
@@ -54,18 +56,29 @@ class Cancelled(BaseException):
 
 @dataclass(eq=False)
 class _Request:
-    kind: str  # "generate" | "loglikelihood" | "choose" | "search" | "batch_search"
-    args: tuple
+    kind: str  # "generate" | "choose" | "score" | "search" | "batch_search"
+    args: tuple  # generate: (GenerateCall, prompts); choose: (ChooseCall,); score: (ScoreCall,)
     future: Future = field(default_factory=Future)
 
     @property
     def group(self) -> tuple:
-        """Requests with equal groups share one LM call: generates with equal `GenerateCall`s; any
-        other request stands alone."""
-        return ("generate", self.args[1]) if self.kind == "generate" else (self.kind, id(self))
+        """Requests with equal groups share one LM call: generates with equal `GenerateCall`s,
+        choices with the same prefix, every loglikelihood; a retrieval stands alone."""
+        if self.kind == "generate":
+            return ("generate", self.args[0])
+        if self.kind == "choose":
+            return ("choose", self.args[0].prefix)
+        return ("score",) if self.kind == "score" else (self.kind, id(self))
+
+    @property
+    def prompts(self) -> list[str]:
+        """The prompts the request puts in a batch."""
+        if self.kind == "generate":
+            return self.args[1]
+        return [self.args[0].prompt] if self.kind in ("choose", "score") else []
 
 
-class _LMFront:
+class _LMFront(RequestLM):
     """The `LM` protocol for one task: each call is a request served by the scheduler."""
 
     def __init__(self, batcher: Batcher) -> None:
@@ -73,25 +86,14 @@ class _LMFront:
         lm = batcher.model
         self.name, self.num_layers, self.hidden_size = lm.name, lm.num_layers, lm.hidden_size
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        max_new_tokens: int,
-        stop: Sequence[Stop] = (),
-        capture: Sequence[int] | None = None,
-        prefix: str | None = None,
-        attention: bool = False,
-    ) -> list[Generation]:
-        call = GenerateCall.of(max_new_tokens, stop, capture, prefix, attention)
-        return self._batcher.call("generate", list(prompts), call)
+    def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
+        return self._batcher.call("generate", call, list(prompts))
 
-    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        return self._batcher.call("loglikelihood", prompt, list(continuations))
+    def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
+        return [self._batcher.call("score", call) for call in calls]
 
-    def choose_and_generate(
-        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
-    ) -> Choice:
-        return self._batcher.call("choose", prompt, list(options), prefix, pick)
+    def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
+        return [self._batcher.call("choose", call) for call in calls]
 
 
 class _RetrieverFront:
@@ -213,7 +215,7 @@ class Batcher:
         for request in self._serving:
             groups.setdefault(request.group, []).append(request)
         for group in groups.values():
-            group.sort(key=lambda r: sum(len(p) for p in r.args[0]) if r.kind == "generate" else 0)
+            group.sort(key=lambda r: sum(len(p) for p in r.prompts))
             for chunk in self._chunks(group):
                 self._run(chunk)
         self._serving = []
@@ -223,7 +225,7 @@ class Batcher:
         chunk: list[_Request] = []
         prompts = 0
         for request in group:
-            size = len(request.args[0]) if request.kind == "generate" else 1
+            size = max(len(request.prompts), 1)
             if chunk and prompts + size > self.batch_size:
                 yield chunk
                 chunk, prompts = [], 0
@@ -252,17 +254,16 @@ class Batcher:
     def _execute(self, chunk: list[_Request]) -> list[Any]:
         first = chunk[0]
         if first.kind == "generate":
-            out = first.args[1].run(self.model, [prompt for request in chunk for prompt in request.args[0]])
+            out = first.args[0].run(self.model, [prompt for request in chunk for prompt in request.args[1]])
             results, start = [], 0
             for request in chunk:
-                results.append(out[start : start + len(request.args[0])])
-                start += len(request.args[0])
+                results.append(out[start : start + len(request.args[1])])
+                start += len(request.args[1])
             return results
-        if first.kind == "loglikelihood":
-            return [self.model.loglikelihood(*first.args)]
         if first.kind == "choose":
-            prompt, options, prefix, pick = first.args
-            return [self.model.choose_and_generate(prompt, options, prefix=prefix, pick=pick)]
+            return choices_of(self.model, [request.args[0] for request in chunk])
+        if first.kind == "score":
+            return scores_of(self.model, [request.args[0] for request in chunk])
         if self.searcher is None:
             raise ValueError("this Batcher has no retriever")
         return [getattr(self.searcher, first.kind)(*first.args)]

@@ -16,7 +16,7 @@ from skillrag.lm.base import (
     default_layers,
     state_vector,
 )
-from skillrag.lm.calls import GenerateCall
+from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall
 
 _LAZY = {
     "HFCausalLM": "skillrag.lm.hf",
@@ -29,11 +29,14 @@ __all__ = [
     "POOLINGS",
     "Attention",
     "Choice",
+    "ChooseCall",
     "GenerateCall",
     "Generation",
     "HFCausalLM",
     "ModelLoadError",
     "Option",
+    "RequestLM",
+    "ScoreCall",
     "default_layers",
     "load_lm",
     "state_vector",

@@ -72,7 +72,10 @@ class Generation:
     tokens, as a float32 CPU tensor of shape [hidden_size]; None when capture was not asked for.
     `hidden` is `pooled["generated_mean"]` (set from `pooled` when that is given).
     `pieces[i]` is the text of kept token i (token-level readers: FLARE's masking, DRAGIN);
-    `attention` the summary asked for with `attention=True`, else None.
+    `attention` the summary asked for with `attention=True`, else None. `compute_s`: the seconds
+    of model compute it took when it was made (its share of a batched call), recorded by
+    skillrag.methods.reuse.ReusingLM and charged to every trace that uses it
+    (skillrag.methods.metering.Meter); None where nothing recorded it.
     """
 
     text: str
@@ -86,6 +89,7 @@ class Generation:
     pieces: list[str] = field(default_factory=list)
     attention: Attention | None = None
     pooled: dict[str, dict[int, torch.Tensor]] | None = None
+    compute_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.pooled is not None:
@@ -112,12 +116,14 @@ class Option:
 class Choice:
     """What `choose_and_generate` returns: every option's summed label log-likelihood, the index
     chosen, and the generation after it (None when that option generates nothing).
-    `prompt_tokens` counts the tokens read: the prompt's and the chosen label's and lead's."""
+    `prompt_tokens` counts the tokens read: the prompt's and the chosen label's and lead's;
+    `compute_s` the seconds of model compute it took (as `Generation.compute_s`)."""
 
     scores: list[float]
     index: int
     generation: Generation | None
     prompt_tokens: int
+    compute_s: float | None = None
 
 
 Pick = Callable[[list[float]], int]
@@ -134,6 +140,11 @@ first match, which is kept (e.g. a completed `Answer:` line)."""
 
 
 class LM(Protocol):
+    """The calls every model offers. Each call is also a request object (skillrag.lm.calls:
+    `GenerateCall`, `ChooseCall`, `ScoreCall`); the model and its wrappers (reuse, metering, the
+    batching front) implement `skillrag.lm.calls.RequestLM`, which maps these signatures onto
+    requests once, so a request passes through every wrapper whole and batched."""
+
     name: str
     num_layers: int
     hidden_size: int

@@ -1,13 +1,21 @@
-"""One `LM.generate` call's arguments apart from its prompts, as one value: what determines each
-prompt's generation, what the call captures beside it, and the one place the call is made.
+"""The LM's calls as request objects, and the one place their keyword signatures are mapped onto
+them: a request passes whole through every wrapper of an LM (metering, reuse, the batching
+front) down to the model, which serves a list of them in one batch.
 
-Greedy decoding makes a generation a function of its prompt, `max_new_tokens`, `stop` and
-`prefix` (`GenerateCall.key`): the reuse cache (skillrag.methods.reuse) and the stored
-generations of the evaluate stages are keyed by it. `capture` and `attention` only add readings
-of the same pass, so calls that differ in them still make the same text; calls with equal
-`GenerateCall`s can share one batched model call (skillrag.eval.batching). Every wrapper of an LM
-(metering, reuse, batching) passes a call on with `GenerateCall.run`, so the `attention` option
-is handed down in one place.
+`GenerateCall` is one `LM.generate` call's arguments apart from its prompts: what determines each
+prompt's generation, what the call captures beside it. Greedy decoding makes a generation a
+function of its prompt, `max_new_tokens`, `stop` and `prefix` (`GenerateCall.key`): the reuse
+cache (skillrag.methods.reuse) and the stored generations of the evaluate stages are keyed by it.
+`capture` and `attention` only add readings of the same pass, so calls that differ in them still
+make the same text; calls with equal `GenerateCall`s can share one batched model call
+(skillrag.eval.batching). `ChooseCall` is one `choose_and_generate` call, `ScoreCall` one
+`loglikelihood` call; lists of them are served in one batch (skillrag.lm.hf).
+
+`RequestLM` is the base of every LM here: it writes the `LM` protocol's signatures once, in terms
+of `serve_generate`, `serve_choices` and `serve_scores`. An LM written against the plain protocol
+(a test's scripted LM) is served too: `GenerateCall.run` hands a request to any LM's `generate`
+(already batched over its prompts), `choices_of` and `scores_of` a list of them whole to a
+RequestLM, else one call at a time through its plain methods.
 """
 
 from __future__ import annotations
@@ -15,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from skillrag.lm.base import LM, Generation, Stop
+from skillrag.lm.base import LM, Choice, Generation, Option, Pick, Stop
 
 
 @dataclass(frozen=True)
@@ -43,8 +52,10 @@ class GenerateCall:
         return cls(max_new_tokens, tuple(stop), tuple(capture) if capture else None, prefix, attention)
 
     def run(self, lm: LM, prompts: Sequence[str]) -> list[Generation]:
-        """`lm.generate` with these arguments. `attention` is passed only when asked for, so LMs
-        without the option (the scripted fakes) serve every other call."""
+        """This call on `prompts` by `lm`, through its `generate` (a RequestLM makes this request
+        of it again, so an LM that refines `generate`, such as a test's scripted one, is served as
+        it says). `attention` is passed only when asked for, so LMs without the option serve
+        every other call."""
         asked = {"attention": True} if self.attention else {}
         return lm.generate(
             list(prompts), self.max_new_tokens, stop=self.stop, capture=self.capture, prefix=self.prefix, **asked
@@ -58,7 +69,78 @@ class GenerateCall:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-COMPUTE_S = "compute_s"
-"""`Generation.extra` key: the seconds of model compute the generation took when it was made (its
-share of a batched call), recorded by skillrag.methods.reuse.ReusingLM and charged to every
-trace that uses it (skillrag.methods.base.Meter)."""
+@dataclass(frozen=True)
+class ChooseCall:
+    """One `choose_and_generate(prompt, options, prefix, pick)` call."""
+
+    prompt: str
+    options: tuple[Option, ...]
+    prefix: str | None = None
+    pick: Pick | None = None
+
+
+@dataclass(frozen=True)
+class ScoreCall:
+    """One `loglikelihood(prompt, continuations)` call."""
+
+    prompt: str
+    continuations: tuple[str, ...]
+
+
+class RequestLM(ABC):
+    """An LM that serves requests: the `LM` protocol's three signatures, written here once, each
+    make one request and serve it (see the module docstring)."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        max_new_tokens: int,
+        stop: Sequence[Stop] = (),
+        capture: Sequence[int] | None = None,
+        prefix: str | None = None,
+        attention: bool = False,
+    ) -> list[Generation]:
+        """See `skillrag.lm.base.LM.generate`."""
+        return self.serve_generate(GenerateCall.of(max_new_tokens, stop, capture, prefix, attention), list(prompts))
+
+    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
+        """See `skillrag.lm.base.LM.loglikelihood`."""
+        [scores] = self.serve_scores([ScoreCall(prompt, tuple(continuations))])
+        return scores
+
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        """See `skillrag.lm.base.LM.choose_and_generate`."""
+        [choice] = self.serve_choices([ChooseCall(prompt, tuple(options), prefix, pick)])
+        return choice
+
+    @abstractmethod
+    def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
+        """One generation per prompt under `call`."""
+
+    @abstractmethod
+    def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
+        """One choice per call, each as its call alone would make it."""
+
+    @abstractmethod
+    def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
+        """The continuations' log-likelihoods per call, each as its call alone would score them."""
+
+
+def choices_of(lm: LM, calls: Sequence[ChooseCall]) -> list[Choice]:
+    """`calls` served by `lm`: in one batch by a RequestLM, else one call at a time."""
+    if isinstance(lm, RequestLM):
+        return lm.serve_choices(calls)
+    return [lm.choose_and_generate(c.prompt, c.options, prefix=c.prefix, pick=c.pick) for c in calls]
+
+
+def scores_of(lm: LM, calls: Sequence[ScoreCall]) -> list[list[float]]:
+    """`calls` served by `lm`: in one batch by a RequestLM, else one call at a time."""
+    if isinstance(lm, RequestLM):
+        return lm.serve_scores(calls)
+    return [lm.loglikelihood(c.prompt, c.continuations) for c in calls]

@@ -34,7 +34,8 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
-from skillrag.lm.base import Attention, Choice, Generation, Option, Pick, Stop, answer_tokens, argmax, pool
+from skillrag.lm.base import Attention, Choice, Generation, Stop, answer_tokens, argmax, pool
+from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall
 from skillrag.lm.chat import ChatFrame
 
 
@@ -76,26 +77,53 @@ class _BufferedLayer(DynamicLayer):
         self.keys, self.values = self._keys[:, :, :length], self._values[:, :, :length]
 
 
-def _batch_cache(
-    config, capacity: int, batch: int, prefilled: _Prefilled | None, length: int
-) -> DynamicCache:
-    """A cache for `batch` rows with room for `capacity` positions in its full-attention layers,
-    holding the first `length` positions of `prefilled` (when given) in every row."""
+Reused = tuple[_Prefilled | None, int]
+"""A row's reused KV: a prefilled sequence and how many of its leading positions the row takes
+((None, 0): nothing)."""
+
+
+def _batch_cache(config, capacity: int, reused: Sequence[Reused], head: int, keep_all: bool = False) -> DynamicCache:
+    """A cache for one row per `reused` entry holding that row's reused positions right-aligned in
+    the first `head` columns (pads before them), with room for `capacity` positions in its
+    full-attention layers; `keep_all`: every layer keeps every position (a config-less cache, as
+    a prefill's), so each row's KV can be read back."""
+    batch = len(reused)
+    shared = len({(id(p), start) for p, start in reused}) == 1
+    per_layer = []
+    if head:
+        sources = [p for p, start in reused if start]
+        for layer in range(len(sources[0].kv)):
+            keys, values = sources[0].kv[layer]
+            if shared:  # one sequence every row reuses alike (a shared few-shot prefix)
+                expand = (batch, -1, -1, -1)
+                per_layer.append((keys[:, :, :head].expand(expand), values[:, :, :head].expand(expand)))
+                continue
+            all_keys = keys.new_zeros(batch, keys.shape[1], head, keys.shape[3])
+            all_values = values.new_zeros(batch, values.shape[1], head, values.shape[3])
+            for row, (prefilled, start) in enumerate(reused):
+                if start:
+                    row_keys, row_values = prefilled.kv[layer]
+                    all_keys[row, :, head - start :] = row_keys[0, :, :start]
+                    all_values[row, :, head - start :] = row_values[0, :, :start]
+            per_layer.append((all_keys, all_values))
+    if keep_all:
+        return DynamicCache(per_layer) if per_layer else DynamicCache()
     cache = DynamicCache(config=config)
     cache.layers = [
         _BufferedLayer(capacity) if type(layer) is DynamicLayer else layer for layer in cache.layers
     ]
-    if prefilled is not None:
-        for layer, (keys, values) in zip(cache.layers, prefilled.kv):
-            expand = (batch, -1, -1, -1)
-            layer.update(keys[:, :, :length].expand(expand), values[:, :, :length].expand(expand))
+    for layer, (keys, values) in zip(cache.layers, per_layer):
+        layer.update(keys, values)
     return cache
 
 
 @dataclass
 class _Row:
-    """Decoding state of one prompt: generated ids, and once done, its text and kept-token count."""
+    """Decoding state of one prompt: its token budget and stops, generated ids, and once done, its
+    text and kept-token count."""
 
+    budget: int
+    stop: Sequence[Stop] = ()
     ids: list[int] = field(default_factory=list)
     done: bool = False
     stopped_by: str = "length"
@@ -112,38 +140,45 @@ class _Row:
 class _Batch:
     """One batch in flight: KV cache, preallocated attention mask and the next position of each row.
 
-    Construction runs the prompt bodies (everything after the reused `prefilled` positions) in one
-    forward pass; `logits` holds that pass's logits.
+    Row i reuses the KV of its `reused[i]` (the first positions of a prefilled sequence: a shared
+    prefix, or its own prompt) and construction runs the rest of the row (its body) in one forward
+    pass; `logits` holds that pass's logits. Layout, per row: [pads | reused KV | pads | body]
+    with bodies left-padded (`pad_left`) or right-padded (scoring continuations) to the longest.
     """
 
     def __init__(
         self,
         lm: HFCausalLM,
         rows: list[list[int]],
-        prefilled: _Prefilled | None,
-        start: int,
+        reused: Sequence[Reused],
         room: int,
         pad_left: bool,
         logits_to_keep: int,
+        keep_all: bool = False,
     ):
         self.model = lm.model
         device = lm.device
-        bodies = [row[start:] for row in rows]
+        self.starts = [start for _, start in reused]
+        bodies = [row[start:] for row, start in zip(rows, self.starts)]
+        self.head = head = max(self.starts)
         width = max(len(body) for body in bodies)
-        self.length = start + width  # KV positions after the first pass
+        self.length = head + width  # KV positions after the first pass
         self.first_generated = self.length  # the KV column of generated token 0
         self.mask = torch.zeros(len(rows), self.length + room, dtype=torch.bool, device=device)
-        self.mask[:, :start] = True
         self.mask[:, self.length :] = True
         chunk = torch.full((len(rows), width), lm.pad_id, dtype=torch.long)
+        self.body_columns = []
         for i, body in enumerate(bodies):
+            self.mask[i, head - self.starts[i] : head] = True
             first = width - len(body) if pad_left else 0
             chunk[i, first : first + len(body)] = torch.tensor(body)
-            self.mask[i, start + first : start + first + len(body)] = True
-        body_mask = self.mask[:, start : self.length]
-        positions = (body_mask.cumsum(-1) - 1).clamp(min=0) + start
-        self.next_position = torch.tensor([[start + len(body)] for body in bodies], device=device)
-        self.cache = _batch_cache(self.model.config, self.mask.shape[1], len(rows), prefilled, start)
+            self.mask[i, head + first : head + first + len(body)] = True
+            self.body_columns.append(range(head + first, head + first + len(body)))
+        body_mask = self.mask[:, head : self.length]
+        starts = torch.tensor(self.starts, device=device)[:, None]
+        positions = (body_mask.cumsum(-1) - 1).clamp(min=0) + starts
+        self.next_position = torch.tensor([[start + len(body)] for start, body in zip(self.starts, bodies)], device=device)
+        self.cache = _batch_cache(self.model.config, self.mask.shape[1], reused, head, keep_all)
         out = self.model(
             input_ids=chunk.to(device),
             attention_mask=self.mask[:, : self.length],
@@ -153,6 +188,10 @@ class _Batch:
             logits_to_keep=logits_to_keep,
         )
         self.logits = out.logits
+
+    def columns(self, row: int) -> list[int]:
+        """The KV columns of row `row`'s tokens after the first pass: reused, then body."""
+        return [*range(self.head - self.starts[row], self.head), *self.body_columns[row]]
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only `rows` (indices into the current batch), e.g. to stop computing finished ones."""
@@ -218,8 +257,9 @@ class _AttentionTap:
         return Attention(received.tolist(), prompt.tolist(), pieces)
 
 
-class HFCausalLM:
-    """A transformers causal LM behind the skillrag `LM` protocol (see `skillrag.lm.base`)."""
+class HFCausalLM(RequestLM):
+    """A transformers causal LM behind the skillrag `LM` protocol (see `skillrag.lm.base`), serving
+    lists of requests in batches (`skillrag.lm.calls.RequestLM`)."""
 
     def __init__(
         self,
@@ -266,15 +306,7 @@ class HFCausalLM:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     @torch.inference_mode()
-    def generate(
-        self,
-        prompts: Sequence[str],
-        max_new_tokens: int,
-        stop: Sequence[Stop] = (),
-        capture: Sequence[int] | None = None,
-        prefix: str | None = None,
-        attention: bool = False,
-    ) -> list[Generation]:
+    def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
         """Greedy-decode every prompt in one batch. See `skillrag.lm.base.LM.generate`.
 
         A row ends at EOS (not kept), at a stop string (text cut before it; tokens that start after
@@ -286,44 +318,42 @@ class HFCausalLM:
         calls and stays as computed) and summarises the last full-attention layer's weights
         (`skillrag.lm.base.Attention`).
         """
-        if max_new_tokens < 1:
+        if call.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         if not prompts:
             return []
-        layers = self._check_layers(capture)
-        prompts, prefix = self._format(prompts, prefix)
+        layers = self._check_layers(call.capture)
+        prompts, prefix = self._format(prompts, call.prefix)
         ids = [self.encode(prompt) for prompt in prompts]
         if not all(ids):
             raise ValueError("every prompt needs at least one token")
-        prefilled, start = self._shared_prefix(prefix, prompts, ids)
-        return self._generate(ids, prefilled, start, max_new_tokens, stop, layers, attention)
+        reused = self._shared_prefix(prefix, prompts, ids)
+        rows = [_Row(call.max_new_tokens, call.stop) for _ in ids]
+        return self._generate(ids, [reused] * len(ids), rows, layers, call.attention)
 
     def _generate(
         self,
         ids: list[list[int]],
-        prefilled: _Prefilled | None,
-        start: int,
-        max_new_tokens: int,
-        stop: Sequence[Stop],
+        reused: Sequence[Reused],
+        rows: list[_Row],
         layers: list[int],
         attention: bool = False,
     ) -> list[Generation]:
-        """Decode every row of `ids`, reusing the first `start` positions of `prefilled`."""
-        tap = _AttentionTap(self.model, len(ids), max_new_tokens) if attention else None
+        """Decode every row of `ids` (each to its `rows` entry's budget and stops), reusing the KV
+        of its `reused` entry."""
+        budget = max(row.budget for row in rows)
+        tap = _AttentionTap(self.model, len(ids), budget) if attention else None
         with tap or nullcontext():
-            batch = _Batch(self, ids, prefilled, start, max_new_tokens, pad_left=True, logits_to_keep=1)
+            batch = _Batch(self, ids, reused, budget, pad_left=True, logits_to_keep=1)
             prompt_rows = tap.last if tap is not None else None
-            rows, logprobs, entropies, states = self._decode(batch, len(ids), max_new_tokens, stop, layers, tap)
+            logprobs, entropies, states = self._decode(batch, rows, layers, tap)
 
         results = []
         for i, row in enumerate(rows):
             pooled = self._pool(states[i], row, layers) if states is not None else None
             summary = None
             if tap is not None and prompt_rows is not None:
-                # The prompt's columns: the cached prefix, then its body right-aligned before the generated ones.
-                body = range(batch.first_generated - (len(ids[i]) - start), batch.first_generated)
-                columns = [*range(start), *body]
-                summary = tap.summary(i, prompt_rows[i, columns], [self.decode([t]) for t in ids[i]], row.kept)
+                summary = tap.summary(i, prompt_rows[i, batch.columns(i)], [self.decode([t]) for t in ids[i]], row.kept)
             results.append(
                 Generation(
                     text=row.text,
@@ -332,7 +362,7 @@ class HFCausalLM:
                     entropies=entropies[i][: row.kept],
                     prompt_tokens=len(ids[i]),
                     stopped_by=row.stopped_by,
-                    extra={"cached_prompt_tokens": float(start)},
+                    extra={"cached_prompt_tokens": float(reused[i][1])},
                     pieces=[self.decode([t]) for t in row.ids[: row.kept]],
                     attention=summary,
                     pooled=pooled,
@@ -351,37 +381,35 @@ class HFCausalLM:
     def _decode(
         self,
         batch: _Batch,
-        size: int,
-        max_new_tokens: int,
-        stop: Sequence[Stop],
+        rows: list[_Row],
         layers: list[int],
         tap: _AttentionTap | None = None,
-    ) -> tuple[list[_Row], list[list[float]], list[list[float]], torch.Tensor | None]:
-        """The greedy loop: per row, its tokens, their log-probs and entropies, and (when `layers`)
-        the hidden states of each generated token, [size, max_new_tokens, layers, hidden]; `tap`
-        records each fed token's attention row.
+    ) -> tuple[list[list[float]], list[list[float]], torch.Tensor | None]:
+        """The greedy loop, filling `rows`: per row, its tokens' log-probs and entropies, and
+        (when `layers`) the hidden states of each generated token, [rows, budget, layers, hidden];
+        `tap` records each fed token's attention row.
 
         The state of token t comes from the step that feeds t back in. Rows leave the batch once
         finished and once the states of all their kept tokens are recorded.
         """
-        device = self.device
-        logprobs = torch.zeros(size, max_new_tokens, device=device)
-        entropies = torch.zeros(size, max_new_tokens, device=device)
+        device, size = self.device, len(rows)
+        budget = max(row.budget for row in rows)
+        logprobs = torch.zeros(size, budget, device=device)
+        entropies = torch.zeros(size, budget, device=device)
         states = None
         if layers:
-            shape = (size, max_new_tokens, len(layers), self.hidden_size)
+            shape = (size, budget, len(layers), self.hidden_size)
             states = torch.zeros(shape, dtype=self.model.dtype, device=device)
-        rows = [_Row() for _ in range(size)]
         live = torch.arange(size, device=device)  # the rows still in the batch, in batch order
         logits = batch.logits[:, -1]
-        for step in range(max_new_tokens):
+        for step in range(budget):
             scores = torch.log_softmax(logits.float(), dim=-1)
             chosen = scores.argmax(dim=-1)
             logprobs[live, step] = scores.gather(1, chosen[:, None])[:, 0]
             entropies[live, step] = torch.special.entr(scores.exp()).sum(dim=-1)
             live_rows = live.tolist()
             for i, token in zip(live_rows, chosen.tolist()):
-                self._advance(rows[i], token, stop, max_new_tokens)
+                self._advance(rows[i], token)
             feed = [j for j, i in enumerate(live_rows) if rows[i].needs_feed(step, bool(layers) or tap is not None)]
             if not feed:
                 break
@@ -395,74 +423,101 @@ class HFCausalLM:
             if states is not None:
                 states[live, step] = torch.stack([out.hidden_states[layer][:, -1] for layer in layers], dim=1)
             logits = out.logits[:, -1]
-        return rows, logprobs.tolist(), entropies.tolist(), states
+        return logprobs.tolist(), entropies.tolist(), states
 
     @torch.inference_mode()
-    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        """Summed log-probability of each continuation's tokens after `prompt`.
+    def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
+        """Summed log-probability of each continuation's tokens after its prompt, per call.
 
         Prompt and continuation are tokenized separately (the continuation without special
-        tokens), the prompt is run once, and all continuations are scored in one batch on top
-        of its KV.
+        tokens); the prompts run in one batch, and every continuation of every call is scored in
+        one batch on top of its prompt's KV.
         """
-        prompt_ids = self.encode(self._format([prompt], None)[0][0])
-        if not prompt_ids:
+        ids = [self.encode(self._format([call.prompt], None)[0][0]) for call in calls]
+        if not all(ids):
             raise ValueError("loglikelihood needs a prompt with at least one token")
-        conts = [self._continuation_ids(text) for text in continuations]
-        if not any(conts):
-            return [0.0] * len(conts)
-        return self._score(self._prefill(prompt_ids), conts)
+        conts = [[self._continuation_ids(text) for text in call.continuations] for call in calls]
+        return self._score(self._prefill_rows(ids, None, 0), conts)
 
     @torch.inference_mode()
-    def choose_and_generate(
-        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
-    ) -> Choice:
-        """Score the options' labels on one run of `prompt`, pick one, and generate after it.
-        See `skillrag.lm.base.LM.choose_and_generate`.
+    def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
+        """Score each call's option labels on one run of its prompt, pick one, and generate after
+        it. See `skillrag.lm.base.LM.choose_and_generate`.
 
-        The prompt is run once (its leading `prefix` tokens from the prefix cache); the labels
-        are scored in one batch on its KV, exactly as `loglikelihood` scores them; generation
-        then feeds the chosen label's and lead's tokens on that same KV and decodes greedily,
-        as `generate` does for the text prompt + label + lead (label and lead are tokenized
-        on their own, like loglikelihood's continuations).
+        The prompts run in one batch per prefix (their leading `prefix` tokens from the prefix
+        cache); every call's labels are scored in one batch on its prompt's KV, exactly as
+        `loglikelihood` scores them; then every call whose chosen option generates feeds that
+        label's and lead's tokens on its prompt's KV, all in one batch, and decodes greedily, as
+        `generate` does for the text prompt + label + lead (label and lead are tokenized on their
+        own, like loglikelihood's continuations).
         """
-        if not options:
+        if any(not call.options for call in calls):
             raise ValueError("choose_and_generate needs at least one option")
-        [prompt], prefix = self._format([prompt], prefix)
-        prompt_ids = self.encode(prompt)
-        if not prompt_ids:
+        prompts, ids, prefilled = [], [], [None] * len(calls)
+        by_prefix: dict[str | None, list[int]] = {}
+        for i, call in enumerate(calls):
+            [prompt], prefix = self._format([call.prompt], call.prefix)
+            prompts.append(prompt)
+            ids.append(self.encode(prompt))
+            by_prefix.setdefault(prefix, []).append(i)
+        if not all(ids):
             raise ValueError("choose_and_generate needs a prompt with at least one token")
-        cached, start = self._shared_prefix(prefix, [prompt], [prompt_ids])
-        prefilled = self._prefill(prompt_ids, cached, start)
-        labels = [self._continuation_ids(option.label) for option in options]
-        scores = self._score(prefilled, labels) if any(labels) else [0.0] * len(labels)
-        index = (pick or argmax)(scores)
-        option = options[index]
-        if option.max_new_tokens < 1:
-            return Choice(scores, index, None, len(prompt_ids))
-        ids = prompt_ids + labels[index] + self._continuation_ids(option.lead)
-        reused = min(len(prompt_ids), len(ids) - 1)  # at least one token is fed to start decoding
-        [generation] = self._generate([ids], prefilled, reused, option.max_new_tokens, option.stop, [])
-        return Choice(scores, index, generation, len(ids))
+        for prefix, group in by_prefix.items():
+            cached, start = self._shared_prefix(prefix, [prompts[i] for i in group], [ids[i] for i in group])
+            for i, made in zip(group, self._prefill_rows([ids[i] for i in group], cached, start)):
+                prefilled[i] = made
+        labels = [[self._continuation_ids(option.label) for option in call.options] for call in calls]
+        scores = self._score(prefilled, labels)
+        picked = [(call.pick or argmax)(row) for call, row in zip(calls, scores)]
+        go = [i for i, call in enumerate(calls) if call.options[picked[i]].max_new_tokens >= 1]
+        fed = {
+            i: ids[i] + labels[i][picked[i]] + self._continuation_ids(calls[i].options[picked[i]].lead) for i in go
+        }
+        made: dict[int, Generation] = {}
+        if go:
+            # at least one token is fed to start decoding
+            reused = [(prefilled[i], min(len(ids[i]), len(fed[i]) - 1)) for i in go]
+            rows = [_Row(calls[i].options[picked[i]].max_new_tokens, calls[i].options[picked[i]].stop) for i in go]
+            made = dict(zip(go, self._generate([fed[i] for i in go], reused, rows, [])))
+        return [
+            Choice(scores[i], picked[i], made.get(i), len(fed[i]) if i in made else len(ids[i]))
+            for i in range(len(calls))
+        ]
 
     def _continuation_ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False).input_ids
 
-    def _score(self, prefilled: _Prefilled, conts: list[list[int]]) -> list[float]:
-        """Summed log-probability of each continuation after the prefilled prompt, one batch."""
-        prompt_ids = prefilled.ids
-        rows = [prompt_ids + cont for cont in conts]
-        batch = _Batch(self, rows, prefilled, len(prompt_ids), 0, pad_left=False, logits_to_keep=0)
-        # The distribution over continuation token j is the prompt's next-token one for j = 0,
-        # and the batch's logits at column j - 1 after that.
+    def _prefill_rows(self, ids: list[list[int]], cached: _Prefilled | None, start: int) -> list[_Prefilled]:
+        """Each row of `ids` run as `_prefill` runs it (its first `start` positions from `cached`),
+        several rows in one left-padded batch; one row exactly as `_prefill`."""
+        if len(ids) == 1:
+            return [self._prefill(ids[0], cached, start)]
+        batch = _Batch(self, ids, [(cached, start)] * len(ids), 0, pad_left=True, logits_to_keep=1, keep_all=True)
+        next_logprobs = torch.log_softmax(batch.logits[:, -1].float(), dim=-1)
+        made = []
+        for i, row in enumerate(ids):
+            columns = torch.tensor(batch.columns(i), device=self.device)
+            kv = [(layer.keys[i : i + 1, :, columns], layer.values[i : i + 1, :, columns]) for layer in batch.cache.layers]
+            made.append(_Prefilled(row, kv, next_logprobs[i]))
+        return made
+
+    def _score(self, prefilled: Sequence[_Prefilled], conts: list[list[list[int]]]) -> list[list[float]]:
+        """Summed log-probability of each continuation `conts[i][j]` after the prefilled prompt
+        `prefilled[i]`, every non-empty one in one batch (an empty one scores 0)."""
+        where = [(i, j) for i, row in enumerate(conts) for j, cont in enumerate(row) if cont]
+        totals = [[0.0] * len(row) for row in conts]
+        if not where:
+            return totals
+        rows = [prefilled[i].ids + conts[i][j] for i, j in where]
+        reused = [(prefilled[i], len(prefilled[i].ids)) for i, _ in where]
+        batch = _Batch(self, rows, reused, 0, pad_left=False, logits_to_keep=0)
+        # The distribution over continuation token t is the prompt's next-token one for t = 0,
+        # and the batch's logits at body column t - 1 after that.
         scores = torch.log_softmax(batch.logits.float(), dim=-1)
-        first = prefilled.next_logprobs.expand(len(rows), 1, -1)
-        scores = torch.cat([first, scores[:, :-1]], dim=1)
-        totals = []
-        for i, cont in enumerate(conts):
-            positions = torch.arange(len(cont), device=scores.device)
-            picked = scores[i, positions, torch.tensor(cont, dtype=torch.long, device=scores.device)]
-            totals.append(picked.sum().item())
+        for r, (i, j) in enumerate(where):
+            cont = torch.tensor(conts[i][j], dtype=torch.long, device=scores.device)
+            dist = torch.cat([prefilled[i].next_logprobs[None], scores[r, : len(cont) - 1]])
+            totals[i][j] = dist[torch.arange(len(cont), device=scores.device), cont].sum().item()
         return totals
 
     def _check_layers(self, capture: Sequence[int] | None) -> list[int]:
@@ -472,7 +527,7 @@ class HFCausalLM:
             raise ValueError(f"capture layers {bad} outside 1..{self.num_layers}")
         return layers
 
-    def _advance(self, row: _Row, token: int, stop: Sequence[Stop], max_new_tokens: int) -> None:
+    def _advance(self, row: _Row, token: int) -> None:
         """Record one chosen token and decide whether the row is finished, and why."""
         if row.done:
             return
@@ -481,14 +536,14 @@ class HFCausalLM:
             row.text = self.decode(row.ids)
             return
         row.ids.append(token)
-        if stop:
+        if row.stop:
             text = self.decode(row.ids)
-            cut = _stop_cut(text, stop)
+            cut = _stop_cut(text, row.stop)
             if cut is not None:
                 row.done, row.stopped_by, row.text = True, "stop", text[:cut]
                 row.kept = self._tokens_covering(row.ids, cut)
                 return
-        if len(row.ids) == max_new_tokens:
+        if len(row.ids) == row.budget:
             row.done, row.stopped_by, row.kept = True, "length", len(row.ids)
             row.text = self.decode(row.ids)
 
@@ -499,9 +554,7 @@ class HFCausalLM:
             count -= 1
         return count
 
-    def _shared_prefix(
-        self, prefix: str | None, prompts: Sequence[str], ids: list[list[int]]
-    ) -> tuple[_Prefilled | None, int]:
+    def _shared_prefix(self, prefix: str | None, prompts: Sequence[str], ids: list[list[int]]) -> Reused:
         """The cached run of `prefix` and how many leading tokens of it every prompt shares
         (at least one body token is left per prompt); (None, 0) when nothing can be reused."""
         if prefix is None:

@@ -22,6 +22,7 @@ from skillrag.lm.base import LM, state_vector
 from skillrag.methods.errors import is_question_failure
 from skillrag.methods.metering import Meter, MeteredLM, MeteredRetriever
 from skillrag.methods.trace import Cost, Round, Termination, Trace
+from skillrag.prompts.cot import cot_prompt, parse_answer
 from skillrag.retrieval.base import Retriever
 from skillrag.skills.base import FailureState, Router, Routing
 from skillrag.skills.text import query_key
@@ -93,6 +94,16 @@ def interleave(ranked: Sequence[Sequence[Passage]], k: int) -> list[Passage]:
     return list(merged.values())[:k]
 
 
+def cot_attempt(
+    question: str, passage_words: int | None, passages: Sequence[Passage], cot: str, budget_hit: bool = False
+) -> Attempt:
+    """The attempt of a CoT that a method wrote piece by piece over `passages` (FLARE, DRAGIN):
+    its answer read by the strict parser every method uses; no hidden state or prober verdict."""
+    prompt = cot_prompt(question, passages, passage_words)
+    parsed = parse_answer(cot, prompt.text, truncated=budget_hit)
+    return Attempt(parsed.reasoning, parsed.answer, tuple(passages), None, None, None, parsed.flexible, budget_hit)
+
+
 class Session:
     """One question's run: records rounds with their costs, remembers issued queries and the
     latest attempt, and ends with a termination reason."""
@@ -116,15 +127,18 @@ class Session:
     ) -> Attempt:
         """Retrieve for `queries` (none: closed-book), answer, probe, record the round.
 
-        New evidence is interleaved with the previous round's passages, so a follow-up query
-        adds the missing piece instead of discarding what was already found.
+        Evidence accumulates: the answer sees this round's passages (each query's top
+        `retrieval.k`, interleaved) interleaved with those the latest answer saw (which hold the
+        earlier rounds'), newest first, each passage once, at most `methods.max_passages`; so a
+        follow-up query adds the missing piece to what was found instead of swapping it out.
         """
         m = self.method
         passages: list[Passage] = []
         if queries:
             found = [[hit.passage for hit in m.retriever.search(q, m.parts.k)] for q in queries]
-            previous = list(self.last.passages) if self.last else []
-            passages = interleave([*found, previous], m.parts.k)
+            earlier = list(self.last.passages) if self.last else []
+            new = interleave(found, sum(len(f) for f in found))
+            passages = interleave([new, earlier], m.parts.params.max_passages)
             self.issued.update(query_key(q) for q in queries)
         attempt = answer_with(
             m.lm,
@@ -166,12 +180,22 @@ class Session:
                 state=state,
                 budget_hit=attempt.budget_hit,
                 flexible_answer=attempt.flexible,
+                gold_gain=self._gold_gain(passages) if queries else None,
             ),
             routing,
             [*attempt.notes, *fallbacks],
         )
         self.last = attempt
         return attempt
+
+    def _gold_gain(self, passages: Sequence[Passage]) -> bool | None:
+        """Whether `passages` hold a gold passage (the question's `meta["gold_passage_ids"]`) that
+        no earlier round's passages held; None when the question names no gold passages."""
+        gold = set(self.question.meta.get("gold_passage_ids") or ())
+        if not gold:
+            return None
+        seen = {pid for round_ in self.trace.rounds for pid in round_.passage_ids}
+        return bool(gold & {p.id for p in passages} - seen)
 
     def decision_round(
         self, stage: str, answer: str, routing: Routing | None = None, fallbacks: Sequence[str] = ()

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from skillrag.data.schema import Passage
 from skillrag.lm.base import Attention, Generation
-from skillrag.methods.base import Attempt, Components, Meter, Method, Session
+from skillrag.methods.base import Components, Meter, Method, Session, cot_attempt
 from skillrag.methods.thresholds import resolve_threshold
 from skillrag.methods.tokens import real_tokens, real_words, starts, token_sentences
-from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
+from skillrag.prompts.cot import STOP, cot_prompt
 
 THRESHOLD = "methods.dragin.threshold"
 
@@ -84,7 +84,7 @@ class Dragin(Method):
             after = self.lm.generate([prompt.text + cot], budget - used, stop=STOP, prefix=prompt.prefix)[0]
             sentence = token_sentences(after)[0]
             cot, used = cot + sentence.text, used + len(sentence.pieces)
-            session.record_attempt("dragin", [query], self._attempt(question, passages, cot))
+            session.record_attempt("dragin", [query], cot_attempt(question, self.parts.passage_words, passages, cot))
             if sentence.last or used >= budget:
                 self._finish(session, question, passages, cot, not sentence.last, sentence.last)
                 return
@@ -93,7 +93,7 @@ class Dragin(Method):
         self, session: Session, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool, ended: bool
     ) -> None:
         """The closing round: the whole CoT's answer; "done" when the CoT ended on its own."""
-        session.record_attempt("answer", [], self._attempt(question, passages, cot, budget_hit))
+        session.record_attempt("answer", [], cot_attempt(question, self.parts.passage_words, passages, cot, budget_hit))
         session.stop("done" if ended else "max_rounds")
 
     def _qfs(self, question: str, cot: str, n: int) -> str:
@@ -108,8 +108,3 @@ class Dragin(Method):
         end = len(prompt.text) + shift
         spans = [(asked, asked + len(question)), (end, end + len(cot))]
         return qfs_query(read.attention, spans, n)
-
-    def _attempt(self, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool = False) -> Attempt:
-        prompt = cot_prompt(question, passages, self.parts.passage_words)
-        parsed = parse_answer(cot, prompt.text, truncated=budget_hit)
-        return Attempt(parsed.reasoning, parsed.answer, passages, None, None, None, parsed.flexible, budget_hit)

@@ -25,7 +25,7 @@ import re
 
 from skillrag.data.schema import Passage
 from skillrag.lm.base import Generation
-from skillrag.methods.base import Attempt, Components, Meter, Method, Session
+from skillrag.methods.base import Components, Meter, Method, Session, cot_attempt
 from skillrag.methods.thresholds import resolve_threshold
 from skillrag.methods.tokens import Sentence, token_sentences
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
@@ -71,18 +71,14 @@ class Flare(Method):
                 passages = tuple(hit.passage for hit in self.retriever.search(query, self.parts.k))
                 pending = self._look_ahead(question, passages, cot, min(flare.look_ahead, budget - used))
                 sentence = pending.pop(0)  # kept unchecked: it was written over the evidence
-                session.record_attempt("flare", [query], self._attempt(question, passages, cot + sentence.text))
+                attempt = cot_attempt(question, self.parts.passage_words, passages, cot + sentence.text)
+                session.record_attempt("flare", [query], attempt)
             cot, used, kept = cot + sentence.text, used + len(sentence.pieces), kept + 1
             ended = sentence.last or (sentence.newline and bool(parse_answer(cot).answer))
         budget_hit = not ended and used >= budget
-        session.record_attempt("answer", [], self._attempt(question, passages, cot, budget_hit))
+        session.record_attempt("answer", [], cot_attempt(question, self.parts.passage_words, passages, cot, budget_hit))
         session.stop("done" if ended else "max_rounds")
 
     def _look_ahead(self, question: str, passages: tuple[Passage, ...], cot: str, budget: int) -> list[Sentence]:
         prompt = cot_prompt(question, passages, self.parts.passage_words)
         return token_sentences(self.lm.generate([prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix)[0])
-
-    def _attempt(self, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool = False) -> Attempt:
-        prompt = cot_prompt(question, passages, self.parts.passage_words)
-        parsed = parse_answer(cot, prompt.text, truncated=budget_hit)
-        return Attempt(parsed.reasoning, parsed.answer, passages, None, None, None, parsed.flexible, budget_hit)

@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from skillrag.lm.base import LM, Choice, Generation, Option, Pick
-from skillrag.lm.calls import COMPUTE_S, GenerateCall
+from skillrag.lm.base import LM, Choice, Generation
+from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall, choices_of, scores_of
 from skillrag.methods.trace import Cost
 from skillrag.retrieval.base import Hit, Retriever
 
@@ -17,19 +17,19 @@ class Meter:
     """Costs accumulated since the last `take`.
 
     Latency is charged as incurred: an LM call's results that carry the compute seconds they took
-    when made (`COMPUTE_S`, recorded by skillrag.methods.reuse.ReusingLM: a reused result its
-    original's, a row of a batched call its equal share of the call) are charged those seconds
-    instead of the time the caller waited for them, so a trace's latency is what its method would
-    cost alone. Results without the record (a choice that generates nothing, a loglikelihood, an
-    LM not wrapped by ReusingLM) are charged the wait."""
+    when made (`Generation.compute_s`, `Choice.compute_s`, recorded by
+    skillrag.methods.reuse.ReusingLM: a reused result its original's, a row of a batched call its
+    equal share of the call) are charged those seconds instead of the time the caller waited for
+    them, so a trace's latency is what its method would cost alone. Results without the record (a
+    loglikelihood, an LM not wrapped by ReusingLM) are charged the wait."""
 
     def __init__(self) -> None:
         self.pending = Cost()
 
-    def charge(self, results: Sequence[Generation], waited_s: float) -> None:
-        made = [g.extra.get(COMPUTE_S) for g in results]
-        if made and None not in made:
-            self.pending.latency_s += sum(made) - waited_s
+    def charge(self, made_s: Sequence[float | None], waited_s: float) -> None:
+        """Charge `made_s` (each result's compute seconds) instead of `waited_s` when all are known."""
+        if made_s and None not in made_s:
+            self.pending.latency_s += sum(made_s) - waited_s
 
     def take(self, latency_s: float) -> Cost:
         """The pending costs, their latency `latency_s` of wall time plus what was charged
@@ -38,45 +38,35 @@ class Meter:
         return taken
 
 
-class MeteredLM:
+class MeteredLM(RequestLM):
     """The LM, counting calls and tokens on a Meter; a call counts even when it raises."""
 
     def __init__(self, lm: LM, meter: Meter) -> None:
         self.inner, self.meter = lm, meter
         self.name, self.num_layers, self.hidden_size = lm.name, lm.num_layers, lm.hidden_size
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        max_new_tokens: int,
-        stop: Sequence[str] = (),
-        capture: Sequence[int] | None = None,
-        prefix: str | None = None,
-        attention: bool = False,
-    ) -> list[Generation]:
+    def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
         self.meter.pending.llm_calls += 1
         started = time.perf_counter()
-        out = GenerateCall.of(max_new_tokens, stop, capture, prefix, attention).run(self.inner, prompts)
-        self.meter.charge(out, time.perf_counter() - started)
+        out = call.run(self.inner, prompts)
+        self.meter.charge([g.compute_s for g in out], time.perf_counter() - started)
         self.meter.pending.tokens_in += sum(g.prompt_tokens for g in out)
         self.meter.pending.tokens_out += sum(g.new_tokens for g in out)
         return out
 
-    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        self.meter.pending.llm_calls += 1
-        return self.inner.loglikelihood(prompt, continuations)
+    def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
+        self.meter.pending.llm_calls += len(calls)
+        return scores_of(self.inner, calls)
 
-    def choose_and_generate(
-        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
-    ) -> Choice:
-        """One call however many options are scored: the prompt is run once."""
-        self.meter.pending.llm_calls += 1
+    def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
+        """One call per choice however many options it scores: its prompt is run once."""
+        self.meter.pending.llm_calls += len(calls)
         started = time.perf_counter()
-        choice = self.inner.choose_and_generate(prompt, options, prefix=prefix, pick=pick)
-        self.meter.charge([choice.generation] if choice.generation else [], time.perf_counter() - started)
-        self.meter.pending.tokens_in += choice.prompt_tokens
-        self.meter.pending.tokens_out += choice.generation.new_tokens if choice.generation else 0
-        return choice
+        choices = choices_of(self.inner, calls)
+        self.meter.charge([c.compute_s for c in choices], time.perf_counter() - started)
+        self.meter.pending.tokens_in += sum(c.prompt_tokens for c in choices)
+        self.meter.pending.tokens_out += sum(c.generation.new_tokens for c in choices if c.generation)
+        return choices
 
 
 class MeteredRetriever:

@@ -15,9 +15,9 @@ last bits (and whose summary a generation made without it cannot supply), so att
 are served only by generations made with attention, and the others only by generations made
 without it: a served result is always bit for bit the one the call would have computed.
 
-Costs as incurred: every generation it computes carries the seconds it took (`COMPUTE_S` in
-`Generation.extra`; computed in one call with others, each row its equal share of the call's
-time), and keeps them when reused, so a trace is charged a reused result's original compute time
+Costs as incurred: every generation it computes carries the seconds it took
+(`Generation.compute_s`; computed in one call with others, each row its equal share of the call's
+time), and keeps them when reused; a choice (`Choice.compute_s`) likewise, so a trace is charged a reused result's original compute time
 (skillrag.methods.base.Meter) and each method's latency is what it would cost alone. Calls are
 counted above it (`MeteredLM`): a reused generation is charged its calls and tokens too.
 
@@ -37,8 +37,8 @@ from typing import Any
 
 import torch
 
-from skillrag.lm.base import LM, Choice, Generation, Option, Pick, Stop
-from skillrag.lm.calls import COMPUTE_S, GenerateCall
+from skillrag.lm.base import LM, Choice, Generation
+from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall, choices_of, scores_of
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Made:
         return replace(self.generation, **narrowed)
 
 
-class ReusingLM:
+class ReusingLM(RequestLM):
     """The LM, answering a generation from memory or `seeds` when one that serves the call was
     made before (see the module docstring). `capture`: layers every computed generation captures
     in addition to the call's (the stored stages capture the layers any later method may ask
@@ -125,18 +125,9 @@ class ReusingLM:
         self.made: list[Made] = []
         self.stats = ReuseStats()
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        max_new_tokens: int,
-        stop: Sequence[Stop] = (),
-        capture: Sequence[int] | None = None,
-        prefix: str | None = None,
-        attention: bool = False,
-    ) -> list[Generation]:
+    def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
         """Each prompt from memory or the seeds when a generation there serves the call; the
         others in one call (a prompt repeated within the call is computed once)."""
-        call = GenerateCall.of(max_new_tokens, stop, capture, prefix, attention)
         keys = [call.key(prompt) for prompt in prompts]
         found = {key: self._recall(key, call) for key in dict.fromkeys(keys)}
         missing = {key: prompt for key, prompt in zip(keys, prompts, strict=True) if found[key] is None}
@@ -146,26 +137,23 @@ class ReusingLM:
             computed = wide.run(self.inner, list(missing.values()))
             share = (time.perf_counter() - started) / len(missing)
             for key, generation in zip(missing, computed, strict=True):
-                generation.extra[COMPUTE_S] = share
-                made = Made(key, generation, frozenset(wide.capture or ()), attention)
+                generation.compute_s = share
+                made = Made(key, generation, frozenset(wide.capture or ()), call.attention)
                 self._remember(made)
                 found[key] = made.served(call)
         self.stats += ReuseStats(len(keys), len(keys) - len(missing))
         return [found[key] for key in keys]
 
-    def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        return self.inner.loglikelihood(prompt, continuations)
+    def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
+        return scores_of(self.inner, calls)
 
-    def choose_and_generate(
-        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
-    ) -> Choice:
-        """Passed through (its result depends on the caller's `pick`), its time recorded on the
-        generation after the chosen option when there is one."""
+    def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
+        """Passed through (a result depends on its caller's `pick`), each choice charged its equal
+        share of the call's time."""
         started = time.perf_counter()
-        choice = self.inner.choose_and_generate(prompt, options, prefix=prefix, pick=pick)
-        if choice.generation is not None:
-            choice.generation.extra[COMPUTE_S] = time.perf_counter() - started
-        return choice
+        choices = choices_of(self.inner, calls)
+        share = (time.perf_counter() - started) / max(len(calls), 1)
+        return [replace(choice, compute_s=share) for choice in choices]
 
     def _recall(self, key: str, call: GenerateCall) -> Generation | None:
         made = self._memory.get(key)

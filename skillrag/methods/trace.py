@@ -44,7 +44,11 @@ class Round:
     vector (mean over `Components.state_layers`), kept only when recording states for the learned router.
     `answer` is the strict answer ("" when the generation had no `Answer:`), `flexible_answer`
     the flexible one (skillrag.prompts.cot); `budget_hit`: the generation ended on the token
-    budget (max_new_tokens) rather than a stop sequence or end of text.
+    budget (max_new_tokens) rather than a stop sequence or end of text. `gold_gain` (a round
+    that retrieved, on a question whose bundle names its gold passages, `gold_passage_ids` in
+    its meta): whether its passages hold a gold passage that no earlier round's held, so the
+    report can say which skills find missing evidence apart from whether the answer then
+    changes; None elsewhere.
     """
 
     index: int
@@ -62,6 +66,7 @@ class Round:
     cost: Cost = field(default_factory=Cost)
     budget_hit: bool = False
     flexible_answer: str = ""
+    gold_gain: bool | None = None
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Round:

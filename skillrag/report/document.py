@@ -17,6 +17,7 @@ from skillrag.report.cases import choose_cases, render_case
 from skillrag.report.data_docs import data_docs_index
 from skillrag.report.diff import change_section
 from skillrag.report.evidence import evidence_section
+from skillrag.report.evidence_gain import evidence_gain_table
 from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.outcomes import outcome_frame
 from skillrag.report.paired import LEVEL, RESAMPLES, SEED, comparisons
@@ -186,6 +187,7 @@ def render_report(params: Params, paths: Paths, out: Path, against: str, change_
         ("Cost", cost_table(inputs)),
         ("Wall time per stage", timing_table(inputs.timings) or "_No stage recorded its time (`reports/timings/`)._"),
         ("The prober's gate and the skills", _gate_and_skills(inputs)),
+        ("Evidence each round found", evidence_gain_table(inputs)),
         ("Prober calibration (dev)", (probe_table(inputs.probe) or "_`reports/probe_detail.json` is missing._")
          + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability", base)),
         ("Failure space (paper §4.3, Fig. 2)", _failure_space(inputs, paths, base)),

@@ -48,7 +48,7 @@ def test_every_field_of_a_stored_generation_comes_back_as_made(tmp_path):
     summary = Attention([0.5, 0.25], [0.1], [" Who"])
     made[0] = replace(made[0], generation=replace(made[0].generation, attention=summary), attention=True)
     found = _round_trip(tmp_path, made)
-    assert found[made[0].key].generation.extra["compute_s"] > 0 and found[made[0].key].attention
+    assert found[made[0].key].generation.compute_s > 0 and found[made[0].key].attention
 
 
 @pytest.mark.skipif("pooled" not in {f.name for f in fields(Generation)}, reason="Generation.pooled (contract C1) not merged yet")

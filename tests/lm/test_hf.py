@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from skillrag.lm import HFCausalLM, Option, default_layers
+from skillrag.lm import ChooseCall, HFCausalLM, Option, ScoreCall, default_layers
 
 PROMPTS = ["Question: who?\nRationale:", "Q: a much longer question, padded less?\nRationale:", "Hi"]
 ALL_LAYERS = [1, 2, 3]
@@ -223,3 +223,36 @@ def test_choose_and_generate_runs_the_prompt_once(llama, monkeypatch):
 @pytest.mark.parametrize(("layers", "expected"), [(30, range(11, 31)), (18, range(7, 19)), (3, range(2, 4))])
 def test_default_layers_are_the_posterior_two_thirds(layers, expected):
     assert default_layers(layers) == list(expected)
+
+
+ROUTE_PROMPTS = [ROUTE_PROMPT, ROUTE_PREFIX + "Q: where was the film shot, and when?\nStep:", ROUTE_PREFIX + "Q: x\nStep:"]
+
+
+def test_choices_served_in_one_batch_equal_one_at_a_time(llama):
+    """Float32, full attention: a batch of router calls (prompts of different lengths, every
+    option picked by some call, with and without the cached prefix) gives each call its own
+    call's scores, choice and continuation."""
+    calls = [
+        ChooseCall(prompt, tuple(OPTIONS), prefix, lambda _, i=i: i % len(OPTIONS))
+        for i, (prompt, prefix) in enumerate(
+            [(p, ROUTE_PREFIX) for p in ROUTE_PROMPTS] + [(p, None) for p in ROUTE_PROMPTS[1:]]
+        )
+    ]
+    alone = [llama.serve_choices([call])[0] for call in calls]
+    batched = llama.serve_choices(calls)
+    assert [c.index for c in batched] == [c.index for c in alone] == [0, 1, 2, 0, 1]
+    for one, many in zip(alone, batched, strict=True):
+        assert many.scores == pytest.approx(one.scores, rel=1e-6, abs=1e-5)
+        assert many.prompt_tokens == one.prompt_tokens
+        assert (many.generation is None) == (one.generation is None)
+        if one.generation is not None:
+            assert_same(many.generation, one.generation, atol=1e-5)
+
+
+def test_loglikelihoods_served_in_one_batch_equal_one_at_a_time(llama):
+    calls = [ScoreCall(prompt, (" rewrite", "", " decompose the question")) for prompt in ROUTE_PROMPTS]
+    alone = [llama.loglikelihood(call.prompt, call.continuations) for call in calls]
+    batched = llama.serve_scores(calls)
+    for one, many in zip(alone, batched, strict=True):
+        assert many == pytest.approx(one, rel=1e-6, abs=1e-5)
+        assert many[1] == 0.0

@@ -268,7 +268,7 @@ def test_exploration_tries_each_skill_from_the_failure_until_one_is_right():
     assert lm.kinds() == ["cot", "skill_query_rewriting", "cot", "skill_question_decomposition", "cot"]
     assert trace.rounds[1].score is None  # no prober: the labels come from gold
     # every skill starts from the failure's evidence, not from the previous skill's
-    assert trace.rounds[2].passage_ids[-1] in trace.rounds[0].passage_ids
+    assert set(trace.rounds[0].passage_ids) <= set(trace.rounds[2].passage_ids)
     x, labels = build_router_dataset([trace], right)
     assert labels == ["question_decomposition"] and x.shape == (1, FakeLM.hidden_size)
     assert np.allclose(x[0], trace.rounds[0].state)
@@ -335,7 +335,7 @@ def test_follow_up_evidence_is_interleaved_with_the_previous_passages():
     replies = [answer("a"), answer("b"), answer("c")]
     choices = [pick("query_rewriting", " Apollo 11 Moon landing")]
     trace, *_ = run("skill_rag", replies, scores=[LOW, LOW, 0.9], choices=choices)
-    assert [r.passage_ids for r in trace.rounds[1:]] == [["cast", "zemeckis"], ["moon", "cast"]]
+    assert [r.passage_ids for r in trace.rounds[1:]] == [["cast", "zemeckis"], ["moon", "cast", "zemeckis"]]
 
 
 def test_a_reused_answer_is_charged_to_every_method_that_uses_it():
