@@ -1,7 +1,9 @@
 """The trace: what one method did for one question, round by round, and what it cost.
 
 Every method writes the same schema, so evaluation, cost accounting and the report read one
-format. `to_dict` gives plain JSON types (non-finite floats become null); `from_dict` inverts it.
+format. `to_dict` gives plain JSON types (non-finite floats become null; a round's hidden `state`
+as base64 float32, skillrag.vectors, since traces live in git);
+`from_dict` inverts it exactly.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
+
+from skillrag.vectors import decode_vector, encode_vector
 
 Termination = Literal["accepted", "exit", "max_rounds", "exhausted", "error", "done"]
 TERMINATIONS: tuple[str, ...] = get_args(Termination)
@@ -70,7 +74,8 @@ class Round:
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Round:
-        return cls(**{**row, "cost": Cost(**row["cost"])})
+        return cls(**{**row, "cost": Cost(**row["cost"]), "state": decode_vector(row.get("state"))})
+
 
 
 @dataclass
@@ -98,7 +103,10 @@ class Trace:
     scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return _finite(asdict(self))
+        row = _finite(asdict(self))
+        for stored, round_ in zip(row["rounds"], self.rounds, strict=True):
+            stored["state"] = encode_vector(round_.state)
+        return row
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> Trace:

@@ -25,6 +25,7 @@ import numpy as np
 from skillrag.files import atomic_path
 from skillrag.metrics import accuracy
 from skillrag.registry import studied_method
+from skillrag.vectors import decode_vector
 
 METHOD = studied_method()  # skillrag.registry: the method whose failure states are studied
 STANDARD_STAGES = ("no_retrieval", "retrieval")
@@ -61,7 +62,7 @@ def failure_points(traces: Iterable[Mapping[str, Any]]) -> FailureSpace:
                 break
             chosen = rounds[i + 1]
             fixed = chosen["stage"] != "exit" and bool(chosen["answer"]) and accuracy(chosen["answer"], trace["golds"])
-            state = round_.get("state")
+            state = decode_vector(round_.get("state"))
             points.append(
                 FailurePoint(
                     trace["question_id"], trace["dataset"], chosen["stage"], fixed,

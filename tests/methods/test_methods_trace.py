@@ -65,3 +65,19 @@ def test_unknown_termination_is_rejected():
 
 def test_costs_add_field_by_field():
     assert Cost(1, 2, 3, 4, 0.5) + Cost(10, 20, 30, 40, 1.0) == Cost(11, 22, 33, 44, 1.5)
+
+
+def test_a_rounds_hidden_state_travels_as_compact_text_and_comes_back_exactly():
+    import json
+
+    import numpy as np
+
+    from skillrag.methods.trace import Round, Trace
+
+    state = np.random.default_rng(0).standard_normal(1536).astype(np.float32).tolist()
+    trace = Trace("q1", "nq", "who?", ["x"], "skill_rag", rounds=[Round(0, "retrieval", "x", state=state), Round(1, "exit", "")])
+    row = trace.to_dict()
+    assert isinstance(row["rounds"][0]["state"], str) and row["rounds"][1]["state"] is None
+    assert len(json.dumps(row["rounds"][0]["state"])) < len(json.dumps(state)) / 3
+    back = Trace.from_dict(json.loads(json.dumps(row)))
+    assert back.rounds[0].state == state and back.rounds[1].state is None

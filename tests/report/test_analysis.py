@@ -6,6 +6,7 @@ from __future__ import annotations
 from skillrag.config import Params
 from skillrag.paths import Paths
 from skillrag.stages.analysis import analyze
+from skillrag.vectors import decode_vector
 from tests.report.conftest import read_json, separable_states, skill_trace, write_runs
 
 PARAMS = Params(evaluate={"datasets": ["hotpotqa", "musique"]})
@@ -81,7 +82,7 @@ def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, mon
         return [r for line in paths.run_file(method, "nq").read_text().splitlines() for r in json.loads(line)["rounds"]]
 
     answered = [r for r in rounds("skill_rag") if r["score"] is not None]  # not exits or exhausted decisions
-    assert answered and all(len(r["state"]) == RuleLM.hidden_size for r in answered)
+    assert answered and all(len(decode_vector(r["state"])) == RuleLM.hidden_size for r in answered)
     assert all(r["state"] is None for r in rounds("probing_rag"))
     result = analyze(params, paths)
     assert result["failure_states"] > 0 and result["with_state"] == result["failure_states"]
