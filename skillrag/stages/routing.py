@@ -12,9 +12,9 @@ from skillrag.stages.settings import run_settings
 
 def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     """The learned router, trained on gold labels: on the first `train_router.train_questions`
-    train questions, skill exploration (skillrag.methods.exploration: from every wrong
-    single-step answer, each query skill in turn, and one retry from every right one; traces in
-    data/router_traces/, resumable; what a retry does to right and wrong answers in
+    train questions, one of each dataset in turn, skill exploration
+    (skillrag.methods.exploration: from every wrong single-step answer, each query skill in turn,
+    and one retry from every right one; traces in data/router_traces/, resumable; what a retry does to right and wrong answers in
     data/router_traces/retries.json, which train_probe's stage-2 cut reads),
     then a logistic regression from the failure state (mean hidden state over the resolved
     `lm.layers`) to the first skill that answered right, else exit (data/router/). Needs no
@@ -34,9 +34,10 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
         record_untrained,
         too_few_examples,
     )
+    from skillrag.stages.selection import round_robin
 
-    train = [q for qs in load_split(paths.questions, "train", params.prepare.max_question_chars).values() for q in qs]
-    train = sorted(train, key=lambda q: q.id)[: params.train_router.train_questions]
+    by_dataset = load_split(paths.questions, "train", params.prepare.max_question_chars)
+    train = round_robin(by_dataset, params.train_router.train_questions)
     lm = runtime.open_lm(params)
     layers = resolve_layers(params.lm.layers, lm.num_layers)
     parts = Components.from_params(params, lm, runtime.open_retriever(params, paths), state_layers=layers)
