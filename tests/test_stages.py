@@ -165,7 +165,7 @@ def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_metho
     ]
     write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)  # the corpus has passages on these
     monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
-    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: HashProber())
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: HashProber())
     paths, names = Paths(workspace), ["no_retrieval", "single_step", "probing_rag"]
     files = [paths.run_file(name, "nq") for name in names]
     runs, reuse, calls = [], [], []

@@ -40,7 +40,9 @@ class Components:
     learned router); empty: none. `classifier`: Adaptive-RAG's query-complexity classifier
     (skillrag.methods.complexity), None when no method needs it. `passage_words`: each passage
     cut to this many words in answer prompts (None: whole). `thresholds`: the trigger thresholds
-    tuned on dev (skillrag.methods.thresholds), which `auto` params resolve to."""
+    tuned on dev (skillrag.methods.thresholds), which `auto` params resolve to. `router_offsets`:
+    the prompt router's per-label offsets fitted by train_router (skillrag.skills.router; empty:
+    content-free calibration)."""
 
     lm: LM
     retriever: Retriever
@@ -53,6 +55,7 @@ class Components:
     classifier: ComplexityClassifier | None = None
     passage_words: int | None = None
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    router_offsets: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_params(
@@ -65,6 +68,7 @@ class Components:
         state_layers: Sequence[int] = (),
         classifier: ComplexityClassifier | None = None,
         thresholds: Mapping[str, float] | None = None,
+        router_offsets: Mapping[str, float] | None = None,
     ) -> Components:
         return cls(
             lm,
@@ -78,6 +82,7 @@ class Components:
             classifier,
             params.retrieval.passage_words,
             dict(thresholds or {}),
+            dict(router_offsets or {}),
         )
 
 

@@ -82,7 +82,7 @@ def _probe_report(ensemble_auroc, layer_aurocs, verdict="no_better", stage_accs=
         "vs_entropy": {"verdict": verdict, "text": text},
         "cuts": {
             stage: {"acc": acc, "acc_reject_all": floor, "n": 40}
-            for stage, (acc, floor) in zip(("stage1", "stage2"), stage_accs, strict=True)
+            for stage, (acc, floor) in zip(("before_retrieval", "after_evidence"), stage_accs, strict=True)
         },
     }
 

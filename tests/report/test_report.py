@@ -61,7 +61,7 @@ def test_report_reads_every_method_from_the_traces_and_renders_each_section(work
     # one closed-book answer of 14 accepted; 13 retrieval rounds, all rejected
     assert "| skill_rag | 7% of 14 | 0% of 13 |" in text
     assert "| skill_rag | query_rewriting | 4 |" in text
-    assert "Prober AUROC 0.740 [0.600, 0.850]" in text and "| stage1 | 0.600 | retrieves 90% | 0.300 |" in text and "![prober reliability](figures/probe_reliability.png)" in text
+    assert "Prober AUROC 0.740 [0.600, 0.850]" in text and "| before_retrieval | 0.600 | retrieves 90% | 0.300 |" in text and "![prober reliability](figures/probe_reliability.png)" in text
     assert "![failure space](figures/failure_space.png)" in text and "13 failure states" in text
     assert "### Case 1: a skill fixed it" in text and "Title three" in text and "query_rewriting query" in text
     assert "### Case 2: no skill fixed it" in text and "### Case 3: the router stopped (exit)" in text
