@@ -15,7 +15,6 @@ from skillrag.probe.prober import Prober
 from skillrag.probe.states import write_shard
 from skillrag.quality.gate import GateFailed
 from skillrag.stages import train_probe
-
 from tests.probe.conftest import HIDDEN_SIZE, LAYERS
 
 PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"

@@ -2,7 +2,15 @@
 
 import pytest
 
-from skillrag.report.loop import first_accepted, last, loop_gain, loop_section, max_score, policy_outcomes, policy_rows
+from skillrag.report.loop import (
+    first_accepted,
+    last,
+    loop_gain,
+    loop_section,
+    max_score,
+    policy_outcomes,
+    policy_rows,
+)
 
 
 def _round(stage: str, answer: str, score: float | None = None, accepted: bool | None = None) -> dict:
