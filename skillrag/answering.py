@@ -24,13 +24,13 @@ from skillrag.data.schema import Passage
 from skillrag.lm.base import LM, Generation
 from skillrag.prompts.cot import STOP, Prompt, cot_prompt, parse_answer
 
-Stage = Literal["stage1", "stage2"]  # closed-book answers; answers over passages
+DecisionPoint = Literal["before_retrieval", "after_evidence"]  # closed-book answers; answers over passages
 NO_ANSWER = "no_answer_line: the answer has no Answer: line, so no gate may accept it"
 
 
 class Prober(Protocol):
     """What methods need from the prober (skillrag.probe.prober.Prober fits): the layers and the
-    pooling (`skillrag.lm.base.POOLINGS`) it reads, a score and the cut of each stage."""
+    pooling (`skillrag.lm.base.POOLINGS`) it reads, a score and the cut of each decision point."""
 
     @property
     def layers(self) -> list[int]: ...
@@ -40,7 +40,7 @@ class Prober(Protocol):
 
     def score(self, hidden: Mapping[int, torch.Tensor]) -> float: ...
 
-    def accepts(self, score: float, stage: Stage) -> bool: ...
+    def accepts(self, score: float, point: DecisionPoint) -> bool: ...
 
 
 class Gate(Protocol):
@@ -52,7 +52,7 @@ class Gate(Protocol):
 
     def score(self, generation: Generation) -> float: ...
 
-    def accepts(self, score: float, stage: Stage) -> bool: ...
+    def accepts(self, score: float, point: DecisionPoint) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,8 @@ class ProberGate:
     def score(self, generation: Generation) -> float:
         return self.prober.score((generation.pooled or {}).get(self.prober.pooling, {}))
 
-    def accepts(self, score: float, stage: Stage) -> bool:
-        return self.prober.accepts(score, stage)
+    def accepts(self, score: float, point: DecisionPoint) -> bool:
+        return self.prober.accepts(score, point)
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,8 @@ def answer_batch(
 ) -> list[Attempt]:
     """CoT-answer each question over its passages (closed-book when empty, each cut to
     `passage_words` words), one generate call per few-shot prefix, capturing the gate's layers
-    (and `capture`) in the same generation; the gate, when given, gives its verdict (stage1
-    closed-book, stage2 over passages). Attempts come back in the order of `questions`."""
+    (and `capture`) in the same generation; the gate, when given, gives its verdict (before_retrieval
+    closed-book, after_evidence over passages). Attempts come back in the order of `questions`."""
     prompts = [cot_prompt(q, passages, passage_words) for q, passages in zip(questions, evidence, strict=True)]
     layers = sorted({*(gate.layers if gate is not None else ()), *capture}) or None
     generations: dict[int, Generation] = {}
@@ -143,7 +143,7 @@ def _read(prompt: Prompt, passages: tuple[Passage, ...], generation: Generation,
     notes: tuple[str, ...] = ()
     if gate is not None:
         score = gate.score(generation)
-        accepted = bool(parsed.answer) and gate.accepts(score, "stage2" if passages else "stage1")
+        accepted = bool(parsed.answer) and gate.accepts(score, "after_evidence" if passages else "before_retrieval")
         notes = () if parsed.answer else (NO_ANSWER,)
     return Attempt(
         parsed.reasoning, parsed.answer, passages, generation.hidden, score, accepted, parsed.flexible, budget_hit,

@@ -110,7 +110,7 @@ def extract() -> None:
 @app.command("train-probe")
 def train_probe() -> None:
     """Train the prober on the train states (probe.recipe: by default chosen by question-grouped
-    CV), choose each stage's acceptance cut on dev by what it does to answers, report dev AUROC
+    CV), choose each decision point's acceptance cut on dev by what it does to answers, report dev AUROC
     with intervals next to the entropy baseline's and what each cut does (reports/probe_metrics.json);
     the prober is written only if the probe gate passes. Needs train-router's retry rates."""
     report, paths = _run_stage("train-probe")
@@ -118,11 +118,13 @@ def train_probe() -> None:
         console.print(f"[yellow]note:[/] {note}")
     recipe = report["recipe"]
     console.print(f"recipe: {recipe['name']}, pooling {recipe['pooling']}, {recipe['network']}, {len(recipe['layers'])} layer(s)")
-    for stage, what in (("stage1", "retrieves"), ("stage2", "retries")):
-        cut = report["cuts"][stage]
+    cuts = report["cuts"]
+    points = [("before_retrieval", cuts["before_retrieval"], "retrieves")]
+    points += [(f"after_evidence ({method})", cut, "retries") for method, cut in sorted(cuts["after_evidence"].items())]
+    for point, cut, what in points:
         if cut["n"]:
             console.print(
-                f"{stage}: cut {cut['cut']:.3f} {what} {cut['reject_rate']:.0%} of dev answers, dev ACC {cut['acc']:.3f} "
+                f"{point}: cut {cut['cut']:.3f} {what} {cut['reject_rate']:.0%} of dev answers, dev ACC {cut['acc']:.3f} "
                 f"(all: {cut['acc_reject_all']:.3f}, none: {cut['acc_accept_all']:.3f})"
             )
     _done("train-probe", report, paths)
@@ -375,7 +377,7 @@ def ask(
         _fail(f"the question has {len(text):,} characters, over prepare.max_question_chars={limit:,}")
     with console.status("loading model, index and the method's artifacts ..."):
         parts = open_components(
-            params, paths, METHODS[method].needs_prober, needs_classifier=METHODS[method].needs_classifier
+            params, paths, METHODS[method].needs_prober, needs_classifier=METHODS[method].needs_classifier, method=method
         )
     trace = build_method(method, parts).answer(
         Question(id="ask", dataset="ask", question=text, answers=[]), on_round=None if json_output else _show_round

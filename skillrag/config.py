@@ -151,7 +151,7 @@ class AdaptiveParams(_Section):
 
 class TuneThresholdsParams(_Section):
     # the share of dev questions each trigger sends to retrieval: probing_rag = the share whose
-    # closed-book answer the prober rejects (Probing-RAG's stage-1 retrieval rate), or a number
+    # closed-book answer the prober rejects (Probing-RAG's retrieval rate before retrieval), or a number
     target_retrieval_rate: Literal["probing_rag"] | Annotated[float, Field(ge=0, le=1)] = "probing_rag"
     questions_per_dataset: int | None = Field(None, ge=1)  # first N dev questions of each dataset (None = all)
 

@@ -104,6 +104,10 @@ class Paths:
         """What a retry does to right and wrong single-step answers (train_router; read by train_probe)."""
         return self.router_traces.with_name("retries.json")
 
+    def retry_traces(self, method: str) -> Path:
+        """A gated method's first retries on the train questions (train_router; the retry rates' source)."""
+        return self.router_traces.with_name(f"{method}.jsonl")
+
     @property
     def runs(self) -> Path:
         return self._data / "runs"

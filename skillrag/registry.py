@@ -207,9 +207,12 @@ STAGES: dict[str, StageEntry] = {
         StageEntry(
             "train_router", "train-router", "skillrag.stages.routing", inputs=("data/questions", INDEX_FINGERPRINT),
             needs=(INDEX,),
-            params=(*LM, "lm.layers", "retrieval", "train_router", "methods.abstain_answer", "prepare.max_question_chars"),
-            outs=(Out("data/router_traces", note="retries.json: what a retry does to right and wrong answers"), Out("data/router")),
-            metrics=("reports/router_metrics.json",),
+            params=(*LM, "lm.layers", "retrieval", "train_router", "methods.router", "methods.exit_mode",
+                    "methods.max_passages", "methods.abstain_answer", "prepare.max_question_chars"),
+            outs=(Out("data/router_traces", note="retries.json: what each gated method's own retry does to right and wrong answers"),
+                  Out("data/router")),
+            metrics=("reports/router_metrics.json",), methods=("single_step", "probing_rag", "skill_rag"),
+            note="explores every skill from failure states; the gated methods' own retries set the after-evidence cuts",
         ),
         StageEntry(
             "extract", "extract", "skillrag.stages.states", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),

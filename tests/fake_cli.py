@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import yaml
 
 from skillrag import cli, runtime
 from skillrag.files import write_json
-from skillrag.lm.base import Generation
+from skillrag.lm.base import Choice, Generation, Option, Pick
 from skillrag.paths import Paths
 from tests.conftest import write_rows
 from tests.fakes import CORPUS, OverlapRetriever, fake_pooled
@@ -70,7 +71,20 @@ class PausingLM:
         return out
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:
-        raise NotImplementedError("the fake CLI runs methods without a router")
+        return [-float(len(c)) for c in continuations]  # a label-length prior (the content-free calibration)
+
+    def choose_and_generate(
+        self, prompt: str, options: Sequence[Option], prefix: str | None = None, pick: Pick | None = None
+    ) -> Choice:
+        """Label scores fixed by the prompt's end (the failure state), then the chosen label's
+        continuation as `generate` writes it."""
+        scores = [-float(zlib.crc32(f"{prompt[-400:]}{o.label}".encode()) % 5) for o in options]
+        index = (pick or (lambda s: s.index(max(s))))(scores)
+        option = options[index]
+        if option.max_new_tokens < 1:
+            return Choice(scores, index, None, len(prompt.split()))
+        (generation,) = self.generate([prompt + option.label + option.lead], option.max_new_tokens)
+        return Choice(scores, index, generation, generation.prompt_tokens)
 
 
 def make_workspace(root: Path) -> Path:

@@ -160,7 +160,7 @@ class FakeProber:
         self.scores = list(scores)
         self._layers = list(layers)
         self.pooling = pooling
-        self.cuts = dict(cuts or {"stage1": 0.5, "stage2": 0.5})
+        self.cuts = dict(cuts or {"before_retrieval": 0.5, "after_evidence": 0.5})
         self.scored: list[Mapping[int, torch.Tensor]] = []
 
     @property

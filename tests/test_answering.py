@@ -79,8 +79,8 @@ def test_an_empty_answer_line_is_rejected_too_and_the_loop_cannot_end_accepted_o
     assert trace.termination != "accepted"
 
 
-def test_the_gate_judges_closed_book_answers_at_stage1_and_answers_over_passages_at_stage2():
-    prober = FakeProber([0.5, 0.5], cuts={"stage1": 0.6, "stage2": 0.4})
+def test_the_gate_judges_closed_book_answers_before_retrieval_and_answers_over_passages_after_evidence():
+    prober = FakeProber([0.5, 0.5], cuts={"before_retrieval": 0.6, "after_evidence": 0.4})
     lm = FakeLM([answer("Tom Hanks"), answer("Robert Zemeckis")])
     closed, over = answer_batch(
         lm, [QUESTION.question] * 2, [[], CORPUS[:1]], ProberGate(prober), max_new_tokens=8, capture=(1,)

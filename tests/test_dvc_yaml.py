@@ -178,8 +178,12 @@ def test_dvc_status_follows_exactly_the_keys_each_stage_reads(project):
 
 
 def test_editing_one_method_re_runs_that_method_and_the_stages_after_the_summary_only(project):
-    """`dvc repro` after an edit of skill_rag's module runs evaluate-skill_rag, summarize, analyze
-    and report, and nothing else; an edit of the evaluation stage's module runs every method."""
+    """`dvc repro` after an edit of adaptive_rag's module runs evaluate-adaptive_rag, summarize,
+    analyze and report, and nothing else; an edit of the evaluation stage's module runs every
+    method. A method module another stage imports re-runs that stage too: tune_thresholds reads
+    flare's, dragin's and entropy_rag's triggers, and train_router runs skill_rag's and
+    probing_rag's own retries (the after-evidence cuts' evidence), so an edit of skill_rag's
+    module re-runs train_router and what reads its outputs."""
 
     def ran_after_editing(module: str) -> list[str]:
         (project.root / "ran.log").unlink(missing_ok=True)
@@ -189,5 +193,9 @@ def test_editing_one_method_re_runs_that_method_and_the_stages_after_the_summary
         return sorted((project.root / "ran.log").read_text().split())
 
     after_summary = ["analyze", "report", "summarize"]
-    assert ran_after_editing("methods/skill_rag.py") == sorted(["evaluate-skill_rag", *after_summary])
+    assert ran_after_editing("methods/adaptive_rag.py") == sorted(["evaluate-adaptive_rag", *after_summary])
+    # train_probe reads the retries and the stored methods' generations keep the prober's layers (so
+    # every method evaluates again), tune_thresholds reads the prober
+    retried = ["train_router", "train_probe", "tune_thresholds", *(f"evaluate-{m}" for m in registry.METHODS)]
+    assert ran_after_editing("methods/skill_rag.py") == sorted([*retried, *after_summary])
     assert ran_after_editing("stages/evaluation.py") == sorted([*(f"evaluate-{m}" for m in registry.METHODS), *after_summary])

@@ -10,6 +10,7 @@ import pytest
 from skillrag import runtime, stages
 from skillrag.config import load_params
 from skillrag.errors import ArtifactError, DataError
+from skillrag.eval.runner import read_traces
 from skillrag.files import write_json
 from skillrag.lm.base import Generation
 from skillrag.paths import Paths
@@ -57,7 +58,7 @@ def test_run_settings_follow_what_shapes_a_trace_and_not_speed_knobs(workspace):
     assert _settings(workspace, "skill_rag", "retrieval.k=3")["params"]["retrieval.k"] == 3
     assert _settings(workspace, "skill_rag", "probe.threshold=0.1")["params"]["probe.threshold"] == 0.1
     assert _settings(workspace, "skill_rag", "lm.dtype=bfloat16")["inputs"]["model"]["dtype"] == "bfloat16"
-    assert set(base["inputs"]) == {"questions", "model", "prompts", "index", "prober"}
+    assert set(base["inputs"]) == {"questions", "model", "prompts", "index", "prober", "router"}  # the prompt router reads its offsets
 
     paths, model, questions = workspace
     (paths.probe / "layer_2.safetensors").write_bytes(b"retrained")
@@ -163,7 +164,7 @@ def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_metho
     ]
     write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)  # the corpus has passages on these
     monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
-    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: HashProber())
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: HashProber())
     paths, names = Paths(workspace), ["no_retrieval", "single_step", "probing_rag"]
     files = [paths.run_file(name, "nq") for name in names]
     runs, reuse, calls = [], [], []
@@ -255,3 +256,38 @@ def test_train_router_fits_on_gold_labels_with_enough_examples_of_every_skill(tm
     assert report["cv_folds"] == 5 and report["cv_accuracy"] is not None
     router = load_learned_router(paths.router, runtime.model_identity(params))
     assert router.layers == (3, 4) and set(router.classes) == {"evidence_focusing", "exit", "query_rewriting", "question_decomposition"}
+
+
+def test_train_router_measures_each_gated_methods_own_retry_and_fits_the_prompt_routers_offsets(tmp_path, monkeypatch):
+    """Same 25 train questions: skill_rag's and probing_rag's first retries run through the
+    methods themselves (their traces beside the exploration's), the single-step answers are
+    computed once for all three runs, and the fitted offsets are stored with the router data."""
+    from skillrag.methods.exploration import RETRY_RULE
+    from skillrag.skills.router import load_offsets
+
+    workspace = make_workspace(tmp_path / "ws")
+    rows = [
+        {"id": f"nq-train-{i:02d}", "dataset": "nq", "question": f"Where is landmark {i} of the train set?", "answers": ["Paris"], "split": "train"}
+        for i in range(100, 125)
+    ]
+    write_rows(workspace / "data" / "questions" / "train" / "nq.jsonl", rows)
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_lm", lambda params: _SkillLM())
+    params = load_params(workspace / "params.yaml", overrides=["train_router.train_questions=25"])
+    paths = Paths(workspace)
+    report = stages.train_router(params, paths)
+    retries = json.loads(paths.retry_rates.read_text())
+    assert retries["questions"] == 25 and set(retries) == {"questions", "probing_rag", "skill_rag"}
+    for method in ("probing_rag", "skill_rag"):
+        rates = retries[method]
+        assert rates["rule"] == RETRY_RULE and rates["after_right"]["n"] == 5 and rates["after_wrong"]["n"] == 20
+        assert len(read_traces(paths.retry_traces(method))) == 25
+    assert set(retries["probing_rag"]["choices"]) == {"requery"}
+    assert set(retries["skill_rag"]["choices"]) <= {"query_rewriting", "question_decomposition", "evidence_focusing", "exit"}
+    assert report["llm_calls"]["reused"] >= 2 * 25  # the retry runs' single-step answers come from the exploration's
+    offsets = load_offsets(paths.router, runtime.model_identity(params))
+    assert offsets == report["prompt_router"]["offsets"]
+    assert report["prompt_router"]["states"] == 20
+    assert report["prompt_router"]["fitted_choices"]["accuracy"] >= report["prompt_router"]["content_free_choices"]["accuracy"]
+    as_run = report["router_as_run"]
+    assert as_run["router"] == "prompt" and as_run["states"] == 20 and sum(as_run["chosen"].values()) == 20

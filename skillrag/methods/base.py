@@ -42,8 +42,9 @@ class Components:
     learned router); empty: none. `classifier`: Adaptive-RAG's query-complexity classifier
     (skillrag.methods.complexity), None when no method needs it. `passage_words`: each passage
     cut to this many words in answer prompts (None: whole). `thresholds`: the trigger thresholds
-    tuned on dev (skillrag.methods.thresholds), which `auto` params resolve to. The defaults are
-    params.yaml's (`from_params` is how a stage builds them)."""
+    tuned on dev (skillrag.methods.thresholds), which `auto` params resolve to. `router_offsets`:
+    the prompt router's per-label offsets fitted by train_router (skillrag.skills.router; empty:
+    content-free calibration). The defaults are params.yaml's (`from_params` is how a stage builds them)."""
 
     lm: LM
     retriever: Retriever
@@ -56,6 +57,7 @@ class Components:
     classifier: ComplexityClassifier | None = None
     passage_words: int | None = _DEFAULTS.retrieval.passage_words
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    router_offsets: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_params(
@@ -68,6 +70,7 @@ class Components:
         state_layers: Sequence[int] = (),
         classifier: ComplexityClassifier | None = None,
         thresholds: Mapping[str, float] | None = None,
+        router_offsets: Mapping[str, float] | None = None,
     ) -> Components:
         return cls(
             lm,
@@ -81,6 +84,7 @@ class Components:
             classifier,
             params.retrieval.passage_words,
             dict(thresholds or {}),
+            dict(router_offsets or {}),
         )
 
 

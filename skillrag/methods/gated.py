@@ -7,9 +7,14 @@ from abc import abstractmethod
 from skillrag.answering import Attempt
 from skillrag.methods.base import Method, Session
 
+# The methods that run this loop, each with its own after-evidence cut (skillrag.probe.prober):
+# what a retry is worth depends on how the method retries.
+GATED_METHODS = ("probing_rag", "skill_rag")
+
 
 class GatedRAG(Method):
-    """Stage 1: answer closed-book and probe; stage 2: retrieve with the question, answer, probe.
+    """Before retrieval: answer closed-book and probe; after evidence: retrieve with the
+    question, answer, probe.
     While the prober rejects, `retry` forms the next round, at most `max_rounds` times; the
     final answer is the last round's. An answer without an `Answer:` line is rejected whatever
     the prober says (skillrag.answering.NO_ANSWER, noted in its round): the loop never

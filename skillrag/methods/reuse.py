@@ -2,8 +2,8 @@
 
 Greedy decoding makes a generation a function of what determines it (`GenerateCall.key`: the
 prompt, token budget, stops and cached prefix). Several methods start the same way
-(no_retrieval's answer is stage 1 of probing_rag, skill_rag, entropy_rag and Adaptive-RAG's
-strategy A; single_step's is their stage 2 and IRCoT's first step), so `ReusingLM` answers a
+(no_retrieval's answer is the before-retrieval answer of probing_rag, skill_rag, entropy_rag and
+Adaptive-RAG's strategy A; single_step's is their after-evidence answer and IRCoT's first step), so `ReusingLM` answers a
 repeated generation from its memory, or from `seeds`: the generations the no_retrieval and
 single_step evaluate stages stored (skillrag.eval.generations), read-only.
 

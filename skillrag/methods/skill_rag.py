@@ -6,9 +6,11 @@ see skillrag.skills.base), which are retrieved and answered over; `exit` stops w
 current answer or the abstain answer (`methods.exit_mode`). The prompt router writes the chosen
 skill's queries in the same LLM call that chooses it, so a retry costs two calls (route and
 write, then answer); the learned router chooses without one, and the skill then writes its
-queries in one call. The prompt router's calibration is a cost of the run, not of a question
-(see `PromptRouter`): made once per run, shared by the forks that answer questions at once, and
-reported as the run's costs (`SkillRAG.run_costs`, `run_costs` in reports/metrics_detail.json).
+queries in one call. The prompt router adds the label offsets train_router fitted on the
+explored failure states (`Components.router_offsets`, skillrag.skills.router); without them it
+calibrates content-free, a cost of the run, not of a question (see `PromptRouter`): made once
+per run, shared by the forks that answer questions at once, and reported as the run's costs
+(`SkillRAG.run_costs`, `run_costs` in reports/metrics_detail.json).
 """
 
 from __future__ import annotations
@@ -73,7 +75,9 @@ class SkillRAG(GatedRAG):
                 "methods.router is 'learned': pass the trained router "
                 "(Components(router=load_learned_router(path)))"
             )
-        return PromptRouter(self.lm, calibrate_with=_Calibrating(self.parts.lm, self.calibration))
+        return PromptRouter(
+            self.lm, calibrate_with=_Calibrating(self.parts.lm, self.calibration), offsets=self.parts.router_offsets or None
+        )
 
     def retry(self, session: Session, rejected: Attempt, round_index: int) -> Attempt | None:
         state = session.failure_state(rejected, round_index)

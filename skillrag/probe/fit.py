@@ -2,7 +2,8 @@
 
 `fit_probe` chooses the recipe (question-grouped CV on train, skillrag.probe.selection, unless
 `probe.recipe` names a fixed one), trains it on all train rows, chooses the acceptance cut of
-each stage on dev by what it does to answers (skillrag.probe.cuts) and builds the dev report
+each decision point (before retrieval; after evidence, per gated method) on dev by what it does
+to answers (skillrag.probe.cuts) and builds the dev report
 (AUROC with question-bootstrap intervals next to the mean-token-entropy baseline's, the cuts
 with the dev ACC and retrieval rate each gives, a learning curve), all in memory; the stage runs
 the probe gate on that report and only then `publish`es the prober (`data/probe/`), its dev
@@ -28,8 +29,8 @@ from skillrag.config import ProbeParams
 from skillrag.errors import DataError
 from skillrag.files import write_json
 from skillrag.probe.calibration import auroc, calibration_report, grouped_bootstrap_auroc, reliability_plot
-from skillrag.probe.cuts import CUT_RULE, choose_cut
-from skillrag.probe.prober import PAPER_CUT, Prober
+from skillrag.probe.cuts import ACCEPT_ALL, CUT_RULE, REJECT_ALL, Null, choose_cut
+from skillrag.probe.prober import AFTER_EVIDENCE, BEFORE_RETRIEVAL, PAPER_CUT, Prober
 from skillrag.probe.selection import cross_validate, fit
 from skillrag.probe.states import DEFAULT_POOLING, load_features, read_meta, read_rows, stored_poolings
 from skillrag.probe.training import train_probers
@@ -60,8 +61,9 @@ class FittedProbe:
 
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """The numbers `dvc metrics show/diff` compares: the ensemble on dev with its interval, the
-    entropy baseline's, the verdict, the recipe and what each stage's cut does on dev (the CV
-    table, per-layer figures and the learning curve stay in the detail report)."""
+    entropy baseline's, the verdict, the recipe and what each decision point's cut does on dev
+    (after evidence: per gated method; the CV table, per-layer figures and the learning curve
+    stay in the detail report)."""
     ensemble, entropy = report["ensemble"], report["entropy_baseline"]
     return {
         "n": report["n"],
@@ -76,10 +78,14 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
         "network": report["recipe"]["network"],
         "layers": len(report["recipe"]["layers"]),
         "cuts": {
-            stage: {key: report["cuts"][stage][key] for key in ("cut", "acc", "reject_rate", "acc_reject_all", "acc_accept_all")}
-            for stage in ("stage1", "stage2")
+            BEFORE_RETRIEVAL: _headline_cut(report["cuts"][BEFORE_RETRIEVAL]),
+            AFTER_EVIDENCE: {method: _headline_cut(cut) for method, cut in report["cuts"][AFTER_EVIDENCE].items()},
         },
     }
+
+
+def _headline_cut(cut: dict[str, Any]) -> dict[str, Any]:
+    return {key: cut[key] for key in ("cut", "acc", "reject_rate", "acc_reject_all", "acc_accept_all", "is_null")}
 
 
 def _poolings(states_dir: Path, params: ProbeParams) -> list[str]:
@@ -116,48 +122,71 @@ def _recipe(states_dir: Path, train: pd.DataFrame, params: ProbeParams) -> tuple
 
 
 def _load_retries(path: Path) -> dict[str, Any]:
+    """Each gated method's retry rates (train_router), by method."""
     if not path.exists():
         raise FileNotFoundError(f"no retry rates at {path}: run `skillrag train-router` (or `dvc repro train_router`) first")
-    return json.loads(path.read_text())
+    return {method: rates for method, rates in json.loads(path.read_text()).items() if isinstance(rates, dict)}
+
+
+def _unmeasured(null: Null) -> dict[str, Any]:
+    """A decision point with nothing to measure on: its null cut."""
+    cut = REJECT_ALL if null == "reject_all" else ACCEPT_ALL
+    return {"cut": cut, "acc": None, "reject_rate": 1.0 - cut, "extra_calls": None, "acc_reject_all": None,
+            "acc_accept_all": None, "n": 0, "null": null, "acc_null": None, "is_null": True}
 
 
 def _cuts(dev: pd.DataFrame, scores: np.ndarray, retries: dict[str, Any], call_cost: float) -> tuple[dict[str, Any], list[str]]:
-    """Each stage's cut (skillrag.probe.cuts) and notes. Stage 1 on the dev questions with both a
-    closed-book and a single-step row: accepted, the closed-book ACC; rejected, the single-step
-    one (one more LLM call). Stage 2 on the single-step rows: accepted, their ACC; rejected,
-    the retry's success rate for a right or a wrong answer (train_router's exploration), at its
-    measured LLM calls. A stage with nothing to measure on keeps rejecting everything."""
+    """Each decision point's cut (skillrag.probe.cuts) and notes. Before retrieval, on the dev
+    questions with both a closed-book and a single-step row: accepted, the closed-book ACC;
+    rejected, the single-step one (one more LLM call); the null rejects everything. After
+    evidence, per gated method, on the single-step rows: accepted, their ACC; rejected, the
+    method's own retry's success rate for a right or a wrong answer (train_router), at its
+    measured LLM calls; the null accepts everything. A point with nothing to measure on keeps
+    its null."""
     notes = []
     frame = dev.assign(score=scores)
     closed, single = (frame[frame["strategy"] == s].set_index("id") for s in ("no_retrieval", "single_step"))
     both = closed.join(single, lsuffix="_closed", rsuffix="_single", how="inner")
     cuts: dict[str, Any] = {"rule": CUT_RULE, "call_cost": call_cost, "retries": retries}
     if both.empty:
-        notes.append("stage 1: no dev question has both a closed-book and a single-step answer: the cut rejects everything")
-        cuts["stage1"] = {"cut": 1.0, "acc": None, "reject_rate": 1.0, "acc_reject_all": None, "acc_accept_all": None, "n": 0}
+        notes.append(f"{BEFORE_RETRIEVAL}: no dev question has both a closed-book and a single-step answer: the cut rejects everything")
+        cuts[BEFORE_RETRIEVAL] = _unmeasured("reject_all")
     else:
-        cuts["stage1"] = choose_cut(
+        cuts[BEFORE_RETRIEVAL] = choose_cut(
             both["score_closed"].to_numpy(), both["acc_closed"].to_numpy(), both["acc_single"].to_numpy(), 1.0, call_cost
         ).to_dict()
-    right, wrong = retries["after_right"]["rate"], retries["after_wrong"]["rate"]
+        if cuts[BEFORE_RETRIEVAL]["is_null"]:
+            notes.append(
+                f"{BEFORE_RETRIEVAL}: accepting gains no dev ACC beyond noise: the prober rejects every closed-book answer (always retrieving)"
+            )
+    cuts[AFTER_EVIDENCE] = {}
+    for method, rates in sorted((k, v) for k, v in retries.items() if isinstance(v, dict)):
+        cuts[AFTER_EVIDENCE][method], note = _after_evidence(single, rates, call_cost, method)
+        notes += note
+    return cuts, notes
+
+
+def _after_evidence(single: pd.DataFrame, rates: dict[str, Any], call_cost: float, method: str) -> tuple[dict[str, Any], list[str]]:
+    """One gated method's after-evidence cut from its retry rates (see `_cuts`)."""
+    point = f"{AFTER_EVIDENCE} ({method})"
+    if "unavailable" in rates:
+        return _unmeasured("accept_all"), [f"{point}: no retry evidence ({rates['unavailable']}): it never retries"]
+    if single.empty:
+        return _unmeasured("accept_all"), [f"{point}: no single-step dev answers: it never retries"]
+    notes = []
+    right, wrong = rates["after_right"]["rate"], rates["after_wrong"]["rate"]
     if right is None or wrong is None:
         notes.append(
-            "stage 2: the exploration traces hold no retry of a "
-            f"{'right' if right is None else 'wrong'} single-step answer: a retry is taken to leave it as it was"
+            f"{point}: train_router's retries hold no {'right' if right is None else 'wrong'} single-step answer: "
+            "a retry is taken to leave it as it was"
         )
     acc = single["acc"].to_numpy().astype(float)
     after_retry = np.where(acc == 1, 1.0 if right is None else right, 0.0 if wrong is None else wrong)
-    if single.empty:
-        notes.append("stage 2: no single-step dev answers: the cut rejects everything")
-        cuts["stage2"] = {"cut": 1.0, "acc": None, "reject_rate": 1.0, "acc_reject_all": None, "acc_accept_all": None, "n": 0}
-    else:
-        calls = retries["llm_calls"] if retries["llm_calls"] is not None else 1.0
-        cuts["stage2"] = choose_cut(single["score"].to_numpy(), acc, after_retry, calls, call_cost).to_dict()
-    for stage, what in (("stage1", "closed-book answers (always retrieving"), ("stage2", "answers over passages (always retrying")):
-        c = cuts[stage]
-        if c["n"] and c["cut"] >= 1.0:
-            notes.append(f"{stage}: the prober rejects every {what}): accepting gains no dev ACC beyond noise")
-    return cuts, notes
+    calls = rates["llm_calls"] if rates["llm_calls"] is not None else 1.0
+    cut = choose_cut(single["score"].to_numpy(), acc, after_retry, calls, call_cost, null="accept_all").to_dict()
+    if cut["is_null"]:
+        notes.append(f"{point}: retrying gains no dev ACC beyond noise: the method accepts every single-step answer (never retries)")
+    return cut, notes
 
 
 def _vs_entropy(intervals: dict[str, Any]) -> dict[str, Any]:
@@ -196,8 +225,9 @@ def _learning_curve(trainer: Trainer, train: pd.DataFrame, dev_auroc: Callable[[
 def fit_probe(states_dir: Path, retries_file: Path, params: ProbeParams) -> FittedProbe:
     """Train on split == train, choose the cuts and report on split == dev.
 
-    The cuts chosen on dev are stored in probe.json (`cuts`) beside the paper's 0.5 whatever
-    `probe.threshold` says: the threshold picks between them when the prober is loaded.
+    The cuts chosen on dev are stored in probe.json (`cuts`: the before-retrieval cut, and the
+    after-evidence cut per gated method) beside the paper's 0.5 whatever `probe.threshold`
+    says: the threshold picks between them when the prober is loaded (for one method).
     """
     meta, rows = read_meta(states_dir), read_rows(states_dir)
     train, dev = rows[rows["split"] == "train"], rows[rows["split"] == "dev"]
@@ -215,8 +245,14 @@ def fit_probe(states_dir: Path, retries_file: Path, params: ProbeParams) -> Fitt
         identity=meta.get("identity"),  # states extracted before identities were recorded have none
         states_fingerprint=meta["fingerprint"],
         pooling=recipe["pooling"],
-        cuts={stage: cuts[stage]["cut"] for stage in ("stage1", "stage2")},
-        dev_rates={f"{stage}_reject": cuts[stage]["reject_rate"] for stage in ("stage1", "stage2")},
+        cuts={
+            BEFORE_RETRIEVAL: cuts[BEFORE_RETRIEVAL]["cut"],
+            AFTER_EVIDENCE: {method: cut["cut"] for method, cut in cuts[AFTER_EVIDENCE].items()},
+        },
+        dev_rates={
+            f"{BEFORE_RETRIEVAL}_reject": cuts[BEFORE_RETRIEVAL]["reject_rate"],
+            f"{AFTER_EVIDENCE}_reject": {method: cut["reject_rate"] for method, cut in cuts[AFTER_EVIDENCE].items()},
+        },
         paper_cut=PAPER_CUT,
         cut_rule=CUT_RULE,
         recipe=recipe,

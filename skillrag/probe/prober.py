@@ -4,17 +4,20 @@ Weights are read only through safetensors (never pickle), so a probe directory f
 cannot run code on load. `probe.json` records which model and hidden size the probers read,
 the sha256 of every weights file (verified on load: a corrupted file would otherwise give NaN or
 wrong scores silently), the pooling it reads (`pooling`, skillrag.probe.states) and the
-dev-chosen acceptance cuts per stage (`cuts`, skillrag.probe.cuts). It also records the identity of the
+dev-chosen acceptance cuts per decision point (`cuts`, skillrag.probe.cuts). It also records the identity of the
 model whose states it read (`identity`: name, dtype, weights digest, licence). Loading refuses a
 prober built for another model, another dtype or other weights (bfloat16 states differ from
 float32 ones; a re-converted model's from the old one's): its scores would be meaningless
 (`skillrag.identity.check_identity`, the check the learned router and the classifier use too).
 
-The acceptance rule is "accept iff P(correct) > cut", with one cut per stage: `stage1` for a
-closed-book answer (accept it or retrieve), `stage2` for every answer made over passages (accept
-it or retry). The cuts are resolved when the prober is loaded, from `probe.threshold`: "auto"
+The acceptance rule is "accept iff P(correct) > cut", with one cut per decision point:
+`before_retrieval` for a closed-book answer (accept it or retrieve), `after_evidence` for every
+answer made over passages (accept it or retry). What a retry is worth depends on the method that
+retries, so probe.json stores the after-evidence cut per gated method
+(`{"before_retrieval": c, "after_evidence": {"probing_rag": c1, "skill_rag": c2}}`). The cuts are
+resolved when the prober is loaded, for the method that loads it, from `probe.threshold`: "auto"
 takes the cuts chosen on dev at training time and stored in probe.json (`cuts`); a number t
-gives the paper's rule at both stages, cut = 0.5 + t.
+gives the paper's rule at both points, cut = 0.5 + t.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ BUILD_HINT = "rebuild it with `skillrag train-probe` (or `dvc repro train_probe`
 REBUILD_FROM_STATES = "`dvc repro train_probe` (extract then train-probe: the states must come from the model too)"
 STRUCTURE_KEYS = ("layers", "hidden_size", "hidden", "norm", "files")
 PAPER_CUT = 0.5
-STAGES = ("stage1", "stage2")
+BEFORE_RETRIEVAL, AFTER_EVIDENCE = "before_retrieval", "after_evidence"
+DECISION_POINTS = (BEFORE_RETRIEVAL, AFTER_EVIDENCE)
 DEFAULT_POOLING = "generated_mean"
 
 Threshold = Literal["auto"] | float
@@ -59,7 +63,7 @@ def accepted(score: Any, cut: float) -> Any:
 
 
 class Prober:
-    """Per-layer probers on CPU; accepts an answer at a stage iff mean P(correct) > that stage's cut.
+    """Per-layer probers on CPU; accepts an answer at a decision point iff mean P(correct) > its cut.
 
     `info` holds what the prober cannot know from its modules: training facts (params, the
     sha256 of the training data, the pooling, the dev-chosen `cuts`) and, once saved or loaded,
@@ -75,7 +79,7 @@ class Prober:
         self.probers = {layer: probers[layer].cpu().eval() for layer in sorted(probers)}
         self.hidden_size = sizes.pop()
         self.info = dict(info)
-        self.cuts = dict.fromkeys(STAGES, PAPER_CUT)
+        self.cuts: dict[str, float] = dict.fromkeys(DECISION_POINTS, PAPER_CUT)
 
     @property
     def layers(self) -> list[int]:
@@ -94,16 +98,24 @@ class Prober:
         """Which pooled hidden state the prober reads (Generation.pooled key)."""
         return str(self.info.get("pooling", DEFAULT_POOLING))
 
-    def use_threshold(self, threshold: Threshold) -> dict[str, float]:
-        """Set the acceptance cuts from `probe.threshold` ("auto": the stored dev cuts; t: 0.5 + t
-        at both stages) and return them."""
-        if threshold == "auto":
-            stored = self.info.get("cuts")
-            if not isinstance(stored, Mapping) or set(stored) != set(STAGES):
-                raise ProbeError(f"this prober records no dev-chosen cuts per stage (cuts); {BUILD_HINT}")
-            self.cuts = {stage: float(stored[stage]) for stage in STAGES}
-        else:
-            self.cuts = dict.fromkeys(STAGES, PAPER_CUT + float(threshold))
+    def use_threshold(self, threshold: Threshold, method: str | None = None) -> dict[str, float]:
+        """Set the acceptance cuts from `probe.threshold` and return them: "auto", the stored dev
+        cuts, the after-evidence one of `method` (None: a caller that only decides before
+        retrieval; the after-evidence cut is then left unset); t: 0.5 + t at both points."""
+        if threshold != "auto":
+            self.cuts = dict.fromkeys(DECISION_POINTS, PAPER_CUT + float(threshold))
+            return dict(self.cuts)
+        stored = self.info.get("cuts")
+        if not isinstance(stored, Mapping) or not isinstance(stored.get(AFTER_EVIDENCE), Mapping) or BEFORE_RETRIEVAL not in stored:
+            raise ProbeError(f"this prober records no dev-chosen cuts per decision point and method (cuts); {BUILD_HINT}")
+        self.cuts = {BEFORE_RETRIEVAL: float(stored[BEFORE_RETRIEVAL])}
+        if method is not None:
+            by_method = stored[AFTER_EVIDENCE]
+            if method not in by_method:
+                raise ProbeError(
+                    f"this prober records no after-evidence cut for {method!r} (has {sorted(by_method)}); {BUILD_HINT}"
+                )
+            self.cuts[AFTER_EVIDENCE] = float(by_method[method])
         return dict(self.cuts)
 
     def layer_probs(self, features: Mapping[int, torch.Tensor]) -> dict[int, torch.Tensor]:
@@ -141,12 +153,14 @@ class Prober:
             raise ProbeError(f"the prober's score is not a number: layers {bad} gave NaN/inf ({cause})")
         return float(torch.stack([p[0] for p in probs.values()]).mean())
 
-    def accepts(self, score: float, stage: str) -> bool:
-        """Whether an answer with this score is accepted at `stage` ("stage1": closed-book,
-        "stage2": over passages)."""
-        if stage not in self.cuts:
-            raise ValueError(f"unknown stage {stage!r}: choose from {list(STAGES)}")
-        return bool(accepted(score, self.cuts[stage]))
+    def accepts(self, score: float, point: str) -> bool:
+        """Whether an answer with this score is accepted at decision `point` ("before_retrieval":
+        closed-book, "after_evidence": over passages)."""
+        if point not in DECISION_POINTS:
+            raise ValueError(f"unknown decision point {point!r}: choose from {list(DECISION_POINTS)}")
+        if point not in self.cuts:
+            raise ProbeError("the after-evidence cut is chosen per method: load the prober for one (use_threshold(..., method))")
+        return bool(accepted(score, self.cuts[point]))
 
     def save(self, directory: str | Path, meta: Mapping[str, Any]) -> None:
         """Write `layer_<l>.safetensors` per layer and `probe.json` (with each file's sha256),

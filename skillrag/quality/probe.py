@@ -22,8 +22,8 @@ def gate_probe(report: Mapping[str, Any], params: ProbeParams, result_path: Path
       question-bootstrap 95% interval of the AUROC difference wholly below 0, verdict "below")
       unless `probe.allow_below_entropy`; within noise it passes, and the report says in words
       that it does not beat entropy;
-    - no published cut loses dev ACC against rejecting everything at its stage (always
-      retrieving / always retrying).
+    - no published cut loses dev ACC against its decision point's null (before retrieval:
+      always retrieving; after evidence, per gated method: never retrying).
     """
     layers = pd.DataFrame(
         [{"layer": int(layer), "auroc": m["auroc"]} for layer, m in report["per_layer"].items()], columns=["layer", "auroc"]
@@ -32,18 +32,16 @@ def gate_probe(report: Mapping[str, Any], params: ProbeParams, result_path: Path
     ensemble_checks = [gxe.ExpectColumnValuesToBeBetween(column="auroc", min_value=params.min_dev_auroc)]
     if params.min_dev_auroc > 0:
         ensemble_checks.append(gxe.ExpectColumnValuesToNotBeNull(column="auroc"))
+    by_point = [("before_retrieval", report["cuts"]["before_retrieval"])]
+    by_point += [(f"after_evidence:{method}", cut) for method, cut in report["cuts"]["after_evidence"].items()]
     cuts = pd.DataFrame(
-        [
-            {"stage": stage, "dev_acc": report["cuts"][stage]["acc"], "dev_acc_reject_all": report["cuts"][stage]["acc_reject_all"]}
-            for stage in ("stage1", "stage2")
-            if report["cuts"][stage]["n"]
-        ],
-        columns=["stage", "dev_acc", "dev_acc_reject_all"],
+        [{"point": point, "dev_acc": cut["acc"], "dev_acc_null": cut["acc_null"]} for point, cut in by_point if cut["n"]],
+        columns=["point", "dev_acc", "dev_acc_null"],
     )
     checks = {
         "per_layer": Check(layers, [gxe.ExpectColumnValuesToBeBetween(column="auroc", min_value=params.min_dev_auroc, mostly=0.5)]),
         "ensemble": Check(ensemble, ensemble_checks),
-        "cuts": Check(cuts, [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="dev_acc", column_B="dev_acc_reject_all", or_equal=True)]),
+        "cuts": Check(cuts, [gxe.ExpectColumnPairValuesAToBeGreaterThanB(column_A="dev_acc", column_B="dev_acc_null", or_equal=True)]),
     }
     versus = report["vs_entropy"]
     if not params.allow_below_entropy:

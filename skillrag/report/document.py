@@ -19,6 +19,7 @@ from skillrag.report.diff import change_section
 from skillrag.report.evidence import evidence_section
 from skillrag.report.evidence_gain import evidence_gain_table
 from skillrag.report.inputs import Inputs, load_inputs
+from skillrag.report.loop import loop_section
 from skillrag.report.outcomes import outcome_frame
 from skillrag.report.paired import LEVEL, RESAMPLES, SEED, comparisons
 from skillrag.report.provenance import model_line, provenance_section
@@ -55,8 +56,9 @@ Every score reads the final answer a method extracted, never its reasoning (skil
   when it was made, a row of a batched call an equal share of that call, anything else the time waited (so it
   includes no wait for other questions' batches). Compare it between methods of one run, not across machines.
   **Wall time per stage** is the clock time each DVC stage took on the machine named there.
-- **Stage 1 / stage 2 accepted**: the share of closed-book answers, and of answers after retrieving with
-  the question, that the prober accepted; **later rounds**: the share of re-retrieval rounds accepted.
+- **Accepted before retrieval / after evidence**: the share of closed-book answers, and of answers after
+  retrieving with the question, that the prober accepted; **later rounds**: the share of re-retrieval rounds
+  accepted.
 - **Prober calibration**: dev AUROC of the per-layer ensemble, expected calibration error (10 bins), and
   accuracy / balanced accuracy / acceptance at the dev-chosen cut and at the paper's P > 0.5.
 - **Failure space**: see the section's own note."""
@@ -115,6 +117,15 @@ def _gate_and_skills(inputs: Inputs) -> str:
                    f"{router.get('cv_accuracy')} (most frequent label {router.get('majority_accuracy')})"
                    if router.get("trained") else f"not trained: {router.get('reason', 'see reports/router_metrics.json')}")
         parts.append(f"Learned router (`methods.router: learned`; `train_router`): {learned}.")
+        as_run = router.get("router_as_run")
+        if as_run and as_run.get("states"):
+            parts.append(
+                f"The router as configured (`methods.router: {as_run['router']}`) on the {as_run['states']} explored train "
+                f"failure states (skill_rag's own first retries): accuracy {as_run['accuracy']:.2f} (its choice fixed the "
+                f"state, or exit where no skill did) against {as_run['majority']['accuracy']:.2f} for always "
+                f"`{as_run['majority']['label']}`; chosen {', '.join(f'{k} {v}' for k, v in as_run['chosen'].items())} "
+                "(reports/router_metrics.json holds the confusion table)."
+            )
     return "\n\n".join(parts)
 
 
@@ -188,6 +199,7 @@ def render_report(params: Params, paths: Paths, out: Path, against: str, change_
         ("Wall time per stage", timing_table(inputs.timings) or "_No stage recorded its time (`reports/timings/`)._"),
         ("The prober's gate and the skills", _gate_and_skills(inputs)),
         ("Evidence each round found", evidence_gain_table(inputs)),
+        ("The loop's own gain and the final answer", loop_section(inputs.traces)),
         ("Prober calibration (dev)", (probe_table(inputs.probe) or "_`reports/probe_detail.json` is missing._")
          + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability", base)),
         ("Failure space (paper §4.3, Fig. 2)", _failure_space(inputs, paths, base)),

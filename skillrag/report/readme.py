@@ -28,7 +28,7 @@ def _quality(metrics: dict[str, dict[str, dict[str, Any]]]) -> str:
     header = ["method", *datasets, "mean", "EM mean", "LLM calls", "retrievals", "latency (s)"]
     rows = []
     for method, by in metrics.items():
-        mean = lambda key: sum(by[d][key] for d in datasets) / len(datasets)  # noqa: E731
+        mean = lambda key: sum(by[d][key] for d in datasets) / len(datasets)
         rows.append([
             f"`{method}`", *(f"{100 * by[d]['acc']:.1f}" for d in datasets), f"**{100 * mean('acc'):.1f}**",
             f"{100 * mean('em'):.1f}", f"{mean('llm_calls'):.2f}", f"{mean('retrievals'):.2f}", f"{mean('latency_s'):.1f}",
@@ -74,7 +74,7 @@ def results_block(reports: Path) -> str:
 def update_readme(readme: Path, reports: Path) -> bool:
     """Rewrite the block between the markers in `readme`; returns whether the text changed."""
     text = readme.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(text):
         raise ValueError(f"{readme} has no results block: add the lines {BEGIN!r} and {END!r} where it belongs")
     updated = pattern.sub(lambda _: results_block(reports), text)

@@ -143,24 +143,24 @@ def _rate(verdicts: Sequence[bool]) -> str:
 def gate_table(inputs: Inputs) -> str | None:
     """Per gated method (its rounds carry the prober's verdict and its questions end on it, not
     "done" as the fixed baselines, which the prober scores without gating): the share accepted
-    at stage 1 (the closed-book answer), stage 2 (after retrieving with the question) and on
-    later rounds, and how the questions ended. None when no method is gated."""
+    before retrieval (the closed-book answer), after evidence (after retrieving with the question)
+    and on later rounds, and how the questions ended. None when no method is gated."""
     rows = []
     for method in inputs.methods:
         traces = inputs.all_traces(method)
         judged = [r for t in traces for r in t["rounds"] if r.get("accepted") is not None]
         if not judged or all(t["termination"] in ("done", "error") for t in traces):
             continue
-        stage1 = [r["accepted"] for t in traces for r in t["rounds"][:1] if r.get("accepted") is not None]
-        stage2 = [r["accepted"] for t in traces for r in t["rounds"] if r["stage"] == "retrieval" and r.get("accepted") is not None]
+        before = [r["accepted"] for t in traces for r in t["rounds"][:1] if r.get("accepted") is not None]
+        after = [r["accepted"] for t in traces for r in t["rounds"] if r["stage"] == "retrieval" and r.get("accepted") is not None]
         later = [r["accepted"] for t in traces for r in t["rounds"][1:]
                  if r["stage"] != "retrieval" and r.get("accepted") is not None]
         ends = Counter(t["termination"] for t in traces)
-        rows.append([method, _rate(stage1), _rate(stage2), _rate(later),
+        rows.append([method, _rate(before), _rate(after), _rate(later),
                      ", ".join(f"{k} {v}" for k, v in sorted(ends.items()))])
     if not rows:
         return None
-    return markdown_table(["method", "stage 1 accepted", "stage 2 accepted", "later rounds accepted", "terminations"], rows)
+    return markdown_table(["method", "accepted before retrieval", "accepted after evidence", "later rounds accepted", "terminations"], rows)
 
 
 def skill_table(inputs: Inputs) -> str | None:
@@ -190,7 +190,8 @@ def skill_table(inputs: Inputs) -> str | None:
 
 def probe_table(probe: Mapping[str, Any]) -> str | None:
     """The prober on dev (reports/probe_detail.json): AUROC with its interval next to the
-    entropy baseline's, the recipe, and what each stage's cut does to dev answers."""
+    entropy baseline's, the recipe, and what each decision point's cut does to dev answers (after
+    evidence: per gated method, whose null is never retrying)."""
     if not probe.get("ensemble"):
         return None
     ens, entropy = probe["ensemble"], probe.get("entropy_baseline", {})
@@ -208,15 +209,16 @@ def probe_table(probe: Mapping[str, Any]) -> str | None:
             f"calibration error {fmt(ens.get('ece'))}. {probe.get('vs_entropy', {}).get('text', '')}. Recipe: "
             f"{recipe.get('name')}, pooling {recipe.get('pooling')}, {recipe.get('network')}, "
             f"{len(recipe.get('layers', []))} layer(s).")
+    cuts = probe.get("cuts", {})
+    points = [("before_retrieval", cuts.get("before_retrieval"), ("retrieves", "always retrieve", "never retrieve"))]
+    points += [(f"after_evidence ({method})", cut, ("retries", "always retry", "never retry"))
+               for method, cut in sorted(cuts.get("after_evidence", {}).items())]
     rows = []
-    for stage, (reject, everything, nothing) in {
-        "stage1": ("retrieves", "always retrieve", "never retrieve"),
-        "stage2": ("retries", "always retry", "never retry"),
-    }.items():
-        cut = probe.get("cuts", {}).get(stage)
+    for point, cut, (reject, everything, nothing) in points:
         if cut and cut.get("n"):
-            rows.append([stage, f"{cut['cut']:.3f}", f"{reject} {cut['reject_rate']:.0%}", fmt(cut["acc"]),
+            null = " (the null: no gain beyond noise)" if cut.get("is_null") else ""
+            rows.append([point, f"{cut['cut']:.3f}{null}", f"{reject} {cut['reject_rate']:.0%}", fmt(cut["acc"]),
                          f"{everything} {fmt(cut['acc_reject_all'])}, {nothing} {fmt(cut['acc_accept_all'])}"])
     if not rows:
         return head
-    return head + "\n\n" + markdown_table(["stage", "accept iff P(correct) >", "dev share", "dev ACC", "vs"], rows)
+    return head + "\n\n" + markdown_table(["decision point", "accept iff P(correct) >", "dev share", "dev ACC", "vs"], rows)

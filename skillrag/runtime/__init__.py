@@ -34,16 +34,16 @@ def open_retriever(params: Params, paths: Paths) -> Any:
     return open_backend(params.retrieval.backend, paths.index, params.retrieval.k1, params.retrieval.b)
 
 
-def open_prober(params: Params, paths: Paths, lm: Any) -> Any:
+def open_prober(params: Params, paths: Paths, lm: Any, method: str | None = None) -> Any:
     """The trained prober, checked against the LM it will read (model name, dtype, weights digest,
-    hidden size), with its acceptance cut resolved from `probe.threshold` here, at load time, not
-    at training time."""
+    hidden size), with its acceptance cuts resolved from `probe.threshold` here, at load time, not
+    at training time: the after-evidence cut of `method` (None: only the before-retrieval cut)."""
     from skillrag.probe import Prober
 
     # Without a prober, say so (and which command builds it) before anything touches the model's files.
     trained = (paths.probe / "probe.json").is_file()
     identity = model_identity(params) if trained else None
     prober = Prober.load(paths.probe, expected_model=identity, expected_hidden_size=lm.hidden_size)
-    prober.use_threshold(params.probe.threshold)
+    prober.use_threshold(params.probe.threshold, method)
     return prober
 

@@ -12,6 +12,7 @@ from skillrag.skills.base import (
     SkillResult,
     fallback_skill,
 )
+from skillrag.skills.calibration import choice_report, fit_offsets
 from skillrag.skills.decompose import QuestionDecomposition
 from skillrag.skills.exit import exit_answer
 from skillrag.skills.focus import EvidenceFocusing
@@ -40,7 +41,9 @@ __all__ = [
     "Skill",
     "SkillResult",
     "build_skills",
+    "choice_report",
     "exit_answer",
     "fallback_skill",
+    "fit_offsets",
     "load_learned_router",
 ]

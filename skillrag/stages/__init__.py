@@ -75,10 +75,12 @@ def _extract_summary(summary: dict[str, Any], paths: Paths) -> str:
 def _probe_summary(report: dict[str, Any], paths: Paths) -> str:
     auroc, ci = report["ensemble"]["auroc"], report["ensemble"]["auroc_ci"]
     shown = "undefined" if auroc is None or ci is None else f"{auroc:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
-    stage1 = report["cuts"]["stage1"]
+    before = report["cuts"]["before_retrieval"]
+    after = ", ".join(f"{m} {c['reject_rate']:.0%}" for m, c in sorted(report["cuts"]["after_evidence"].items()))
     return (
-        f"train-probe: dev AUROC {shown} ({report['vs_entropy']['verdict']} vs entropy); the stage-1 cut "
-        f"{stage1['cut']:.3f} retrieves for {stage1['reject_rate']:.0%} of dev questions; prober in {paths.probe}; gate passed"
+        f"train-probe: dev AUROC {shown} ({report['vs_entropy']['verdict']} vs entropy); the before-retrieval cut "
+        f"{before['cut']:.3f} retrieves for {before['reject_rate']:.0%} of dev questions; after evidence the cuts retry "
+        f"{after or 'nothing'}; prober in {paths.probe}; gate passed"
     )
 
 
@@ -142,7 +144,7 @@ STAGES: dict[str, Stage] = {
         Stage("prepare", prepare, gate_prepare, _prepare_summary),
         Stage("index", index, gate_index, _index_summary),
         Stage("extract", extract, gate_extract, _extract_summary),
-        Stage("train-router", train_router, None, _router_summary),  # before train-probe: its retry rates set the stage-2 cut
+        Stage("train-router", train_router, None, _router_summary),  # before train-probe: its retry rates set the after-evidence cuts
         Stage("train-probe", train_probe, None, _probe_summary),
         Stage("train-adaptive", train_adaptive, None, _adaptive_summary),
         Stage("tune-thresholds", tune_thresholds, None, _thresholds_summary),

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
 from skillrag import runtime
 from skillrag.config import Params
 from skillrag.paths import Paths
+from skillrag.stages.selection import round_robin
 from skillrag.stages.settings import run_settings
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     for split, size in sizes.items():
         by_dataset = load_split(paths.questions, split, params.prepare.max_question_chars)
         files[split] = [paths.question_file(split, dataset) for dataset in sorted(by_dataset)]
-        questions = _round_robin({d: [q for q in qs if q.id in answered] for d, qs in by_dataset.items()}, size)
+        questions = round_robin({d: [q for q in qs if q.id in answered] for d, qs in by_dataset.items()}, size)
         multi = _ircot(ircot, [q for q in questions if needs_multi_step(answered[q.id], q.dataset)], params, paths, split, files[split])
         kept = [q for q in questions if multi.get(q.id, False) is not None]
         correct = [{**answered[q.id], **({"ircot": bool(multi[q.id])} if q.id in multi else {})} for q in kept]
@@ -96,8 +96,8 @@ def _ircot(
     ircot: Any, questions: Sequence[Question], params: Params, paths: Paths, split: str, files: Sequence[Path]
 ) -> dict[str, bool | None]:
     """IRCoT's ACC on each question (None: it failed), resuming data/adaptive_traces/<split>/ircot.jsonl."""
-    from skillrag.metrics import accuracy
     from skillrag.eval.runner import run_method
+    from skillrag.metrics import accuracy
 
     traces = run_method(
         ircot, questions, paths.adaptive_traces(split, "ircot"), run_settings(params, paths, "ircot", files),
@@ -106,12 +106,6 @@ def _ircot(
     return {
         q.id: None if t.termination == "error" else accuracy(t.answer, q.answers) for q, t in zip(questions, traces)
     }
-
-
-def _round_robin(by_dataset: Mapping[str, Sequence[Question]], size: int) -> list[Question]:
-    """The first `size` questions taking one of each dataset in turn (each sorted by id)."""
-    columns = [sorted(questions, key=lambda q: q.id) for _, questions in sorted(by_dataset.items())]
-    return [q for row in zip_longest(*columns) for q in row if q is not None][:size]
 
 
 def _states(lm: Any, questions: Sequence[Question], layers: Sequence[int], batch_size: int) -> Any:

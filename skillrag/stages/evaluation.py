@@ -123,7 +123,9 @@ def evaluate_shard(
     capture = resolve_layers(params.lm.layers, inner.num_layers) if stored else ()
     kept = _layers_read_later(paths) if stored else None
     lm = ReusingLM(inner, params.lm.reuse_cache, capture=capture, record=stored)
-    parts = open_components(params, paths, chosen.needs_prober, lm=lm, needs_classifier=chosen.needs_classifier)
+    parts = open_components(
+        params, paths, chosen.needs_prober, lm=lm, needs_classifier=chosen.needs_classifier, method=method
+    )
     results: dict[str, dict[str, Any]] = {}
     for dataset in datasets:
         settings = _settings(params, paths, method, dataset)

@@ -35,8 +35,6 @@ def run_settings(
         for key, value in values.items()
     }
     chosen = {key: flat[key] for key in reads if key in flat} | dict(overrides or {})
-    if chosen.get("methods.router") != "learned":
-        reads = tuple(key for key in reads if key != "router")
     from skillrag.lm.loading import resolve_device
 
     sources = _input_digests(params, paths, question_files)

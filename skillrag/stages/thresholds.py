@@ -12,7 +12,7 @@ the attention summary, which the rows lack, so the CoT is generated again for it
 the prober's layers captured in the same call. Each threshold is then the value whose share of
 dev questions sent to retrieval is closest to the target (skillrag.methods.thresholds.pick_threshold):
 `tune_thresholds.target_retrieval_rate`, or with `probing_rag` the share of these closed-book
-answers the prober rejects at stage 1 (Probing-RAG's stage-1 retrieval rate, measured on the same
+answers the prober rejects before retrieval (Probing-RAG's retrieval rate, measured on the same
 generations at the cut in force, `probe.threshold` included), so the baselines retrieve as often
 as Probing-RAG does on dev and differ only in when. A target that some trigger cannot give (no
 threshold's rate within half a question of it, e.g. when its scores tie), or one that leaves a
@@ -43,7 +43,7 @@ RULE = (
     "RIND > threshold; entropy_rag iff the mean token entropy > cut. Candidates: midpoints between adjacent "
     "distinct dev scores, and just beyond each extreme score (by 1% of the range); ties go to fewer retrievals. "
     "Refused: a target no candidate gives within half a question, and one that leaves a trigger never retrieving. "
-    "Target probing_rag: the share of the same closed-book answers the prober rejects at stage 1."
+    "Target probing_rag: the share of the same closed-book answers the prober rejects before retrieval."
 )
 
 
@@ -99,7 +99,7 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     generated = _generate(lm, [q.question for q in questions], params, gate.layers if gate else None)
     if gate is not None:
         # a closed-book answer without an Answer: line is never accepted (skillrag.answering)
-        accepted = [bool(parse_answer(g.text).answer) and gate.accepts(gate.score(g), "stage1") for g in generated]
+        accepted = [bool(parse_answer(g.text).answer) and gate.accepts(gate.score(g), "before_retrieval") for g in generated]
         target = accepted.count(False) / len(generated)
     datasets = sorted({q.dataset for q in questions})
     chosen: dict[str, float] = {}

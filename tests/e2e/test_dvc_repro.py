@@ -53,7 +53,12 @@ def test_states_probe_and_runs_are_consistent(dvc_project):
     assert {"acc_ci95", "acc_substring", "no_answer_rate", "budget_hit_rate"} <= set(detail["skill_rag"]["hotpotqa"])
     probe_headline = json.loads((dvc_project / "reports" / "probe_metrics.json").read_text())
     assert "per_layer" not in probe_headline
-    assert probe["cuts"] == {stage: probe_headline["cuts"][stage]["cut"] for stage in ("stage1", "stage2")}
+    cuts = probe_headline["cuts"]
+    assert probe["cuts"] == {
+        "before_retrieval": cuts["before_retrieval"]["cut"],
+        "after_evidence": {method: cut["cut"] for method, cut in cuts["after_evidence"].items()},
+    }
+    assert set(cuts["after_evidence"]) == {"probing_rag", "skill_rag"}
 
 
 def test_search_over_the_built_index(dvc_project):

@@ -11,7 +11,14 @@ from skillrag.config import MethodsParams, load_params
 from skillrag.data.schema import Question
 from skillrag.methods import Components, ReuseStats, ReusingLM, Round, Trace, build_method
 from skillrag.methods.base import interleave
-from skillrag.methods.exploration import SkillExploration, build_router_dataset
+from skillrag.methods.exploration import (
+    NEVER_ACCEPTS,
+    FirstRetry,
+    SkillExploration,
+    build_router_dataset,
+    explored_states,
+    fixers,
+)
 from skillrag.skills import QUERY_SKILLS, LearnedRouter
 from skillrag.skills.router import OPTIONS
 from tests.conftest import REPO
@@ -245,8 +252,8 @@ def right(answer_text: str, golds) -> bool:
     return answer_text in golds
 
 
-def explore(replies):
-    lm = FakeLM(replies)
+def explore(replies, choices=()):
+    lm = FakeLM(replies, [], choices)
     parts = Components(
         lm, OverlapRetriever(CORPUS), None, MethodsParams(), k=2, max_new_tokens=16, state_layers=(2, 4)
     )
@@ -255,41 +262,71 @@ def explore(replies):
     return trace, lm
 
 
-def test_exploration_tries_each_skill_from_the_failure_until_one_is_right():
+RAW = [-3.0, -1.0, -2.0, -4.0]  # the router's raw label log-likelihoods on the failure state (OPTIONS order)
+
+
+def test_exploration_tries_every_skill_from_the_failure_and_scores_the_labels_in_the_first_skills_call():
     replies = [
         answer("Tom Hanks"),  # single step: wrong by gold, a failure state
-        " Cast Away film",  # rewriting's query
-        answer("2000"),
+        answer("2000"),  # rewriting's answer (its query came with the label scores)
         " director of Cast Away\n- Robert Zemeckis born",  # decomposition's sub-queries
-        answer("1952"),  # right: focusing is not tried
+        answer("1952"),  # right
+        " Zemeckis birth year",  # focusing's query: tried although decomposition already helped
+        answer("1952"),
     ]
-    trace, lm = explore(replies)
-    assert stages(trace) == ["retrieval", "query_rewriting", "question_decomposition"]
-    assert lm.kinds() == ["cot", "skill_query_rewriting", "cot", "skill_question_decomposition", "cot"]
+    trace, lm = explore(replies, [(RAW, " Cast Away film")])
+    assert stages(trace) == ["retrieval", *QUERY_SKILLS]
+    assert lm.kinds() == ["cot", "route", "cot", "skill_question_decomposition", "cot", "skill_evidence_focusing", "cot"]
+    assert trace.rounds[1].queries == ["Cast Away film"] and trace.rounds[1].router_scores == dict(zip(OPTIONS, RAW))
     assert trace.rounds[1].score is None  # no prober: the labels come from gold
     # every skill starts from the failure's evidence, not from the previous skill's
     assert set(trace.rounds[0].passage_ids) <= set(trace.rounds[2].passage_ids)
+    assert fixers(trace, right) == {"question_decomposition", "evidence_focusing"}
     x, labels = build_router_dataset([trace], right)
-    assert labels == ["question_decomposition"] and x.shape == (1, FakeLM.hidden_size)
+    assert labels == ["question_decomposition"] and x.shape == (1, FakeLM.hidden_size)  # the first that fixed it
     assert np.allclose(x[0], trace.rounds[0].state)
-    assert all(r.state is not None for r in trace.rounds)
+    (state,) = explored_states([trace], right)
+    assert state.raw == tuple(RAW) and state.fixers == {"question_decomposition", "evidence_focusing"}
 
 
-def test_exploration_labels_exit_when_no_skill_helps_and_retries_right_answers_once():
-    replies = [
-        answer("Tom Hanks"),
-        " Cast Away film",
-        answer("a"),
-        " Cast Away\n- FedEx",
-        answer("b"),
-        "",
-        answer("c"),
-    ]
-    trace, _ = explore(replies)
+def test_exploration_labels_exit_when_no_skill_helps_and_leaves_right_answers_alone():
+    replies = [answer("Tom Hanks"), answer("a"), " Cast Away\n- FedEx", answer("b"), "", answer("c")]
+    trace, _ = explore(replies, [(RAW, " Cast Away film")])
     assert stages(trace)[1:] == list(QUERY_SKILLS)
-    assert build_router_dataset([trace], right)[1] == ["exit"]
-    solved, _ = explore([answer("1952"), " Cast Away film", answer("2000")])  # one retry: what it does to a right answer
-    assert stages(solved) == ["retrieval", "query_rewriting"] and build_router_dataset([solved], right)[1] == []
+    assert build_router_dataset([trace], right)[1] == ["exit"] and fixers(trace, right) == frozenset()
+    solved, lm = explore([answer("1952")])  # the retry evidence comes from the methods' own retries (FirstRetry)
+    assert stages(solved) == ["retrieval"] and lm.kinds() == ["cot"] and build_router_dataset([solved], right)[1] == []
+
+
+OFFSETS = dict.fromkeys(OPTIONS, 0.0)  # fitted offsets: the prompt router needs no calibration call
+
+
+def first_retry(name, replies, choices=(), **params):
+    lm = FakeLM(replies, [], choices)
+    parts = Components(
+        lm, OverlapRetriever(CORPUS), NEVER_ACCEPTS, MethodsParams(**params), k=2, max_new_tokens=16, router_offsets=OFFSETS
+    )
+    trace = FirstRetry(build_method(name, parts)).answer(QUESTION)
+    assert lm.exhausted, "the script was not fully used"
+    return trace, lm
+
+
+def test_first_retry_runs_skill_rags_own_router_and_skill_once_after_the_single_step_answer():
+    trace, lm = first_retry(
+        "skill_rag", [answer("Tom Hanks"), answer("1952")], [pick("question_decomposition", " director of Cast Away\n- Robert Zemeckis born")]
+    )
+    assert stages(trace) == ["retrieval", "question_decomposition"] and lm.kinds() == ["cot", "route", "cot"]
+    assert (trace.answer, trace.termination, trace.totals.llm_calls) == ("1952", "done", 3)
+    assert all(r.score is None and r.accepted is None for r in trace.rounds)  # ungated: no prober is consulted
+    assert trace.rounds[1].router_scores == pytest.approx(dict(zip(OPTIONS, pick("question_decomposition")[0])))
+
+
+def test_first_retry_keeps_the_answer_when_skill_rags_router_exits_and_requeries_for_probing_rag():
+    exited, _ = first_retry("skill_rag", [answer("Tom Hanks")], [pick("exit")])
+    assert stages(exited) == ["retrieval", "exit"] and (exited.answer, exited.termination) == ("Tom Hanks", "exit")
+    requeried, lm = first_retry("probing_rag", [answer("Tom Hanks"), answer("1952")])
+    assert stages(requeried) == ["retrieval", "requery"] and requeried.answer == "1952" and lm.kinds() == ["cot", "cot"]
+    assert requeried.rounds[1].queries == [f"{QUESTION.question} Tom Hanks"]
 
 
 def test_skill_rag_costs_two_calls_per_retry_against_probing_rags_one():

@@ -21,7 +21,11 @@ PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"
 FAST = ["probe.cv_c=[0.05]", "probe.cv_hidden=[]", "probe.cv_folds=3", "probe.hidden=[8]", "probe.max_epochs=20", "probe.patience=3"]
 
 IDENTITY = {"name": "tiny-llama", "dtype": "float32", "digest": "d" * 64, "licence": {"spdx": "Apache-2.0", "note": "n"}}
-RETRIES = {"rule": "r", "after_wrong": {"n": 20, "right": 4, "rate": 0.2}, "after_right": {"n": 10, "right": 6, "rate": 0.6}, "llm_calls": 2.0}
+# probing_rag's retry rights 60% of wrong answers and keeps 90% of right ones (retrying pays where
+# the prober doubts); skill_rag's rights none and breaks most right ones (retrying hurts).
+HELPS = {"rule": "r", "after_wrong": {"n": 20, "right": 12, "rate": 0.6}, "after_right": {"n": 10, "right": 9, "rate": 0.9}, "llm_calls": 1.0}
+HURTS = {"rule": "r", "after_wrong": {"n": 20, "right": 0, "rate": 0.0}, "after_right": {"n": 10, "right": 3, "rate": 0.3}, "llm_calls": 2.0}
+RETRIES = {"questions": 30, "probing_rag": HELPS, "skill_rag": HURTS}
 N_QUESTIONS, N_TRAIN = 250, 150
 
 
@@ -74,8 +78,12 @@ def test_the_stage_chooses_the_informative_pooling_and_publishes_prober_cuts_and
     assert report["recipe"]["pooling"] == record["pooling"] == "answer_last"
     assert report["cv"]["folds"] == 3 and len(report["cv"]["table"]) == 2 * 1 * 2  # poolings x networks x layer subsets
     assert record["model"] == "tiny-llama" and record["identity"] == IDENTITY
-    assert record["cuts"] == {stage: report["cuts"][stage]["cut"] for stage in ("stage1", "stage2")}
-    assert record["dev_rates"] == {f"{s}_reject": report["cuts"][s]["reject_rate"] for s in ("stage1", "stage2")}
+    after = report["cuts"]["after_evidence"]
+    assert record["cuts"] == {
+        "before_retrieval": report["cuts"]["before_retrieval"]["cut"],
+        "after_evidence": {"probing_rag": after["probing_rag"]["cut"], "skill_rag": after["skill_rag"]["cut"]},
+    }
+    assert record["dev_rates"]["after_evidence_reject"] == {m: after[m]["reject_rate"] for m in ("probing_rag", "skill_rag")}
     assert json.loads(paths.probe_detail.read_text()) == report
     headline = json.loads(paths.probe_metrics.read_text())  # what `dvc metrics show` prints: narrow
     assert headline["auroc"] == report["ensemble"]["auroc"] and headline["auroc_ci"] == report["ensemble"]["auroc_ci"]
@@ -85,7 +93,11 @@ def test_the_stage_chooses_the_informative_pooling_and_publishes_prober_cuts_and
     assert (paths.figures / "probe_reliability.png").stat().st_size > 0
     assert json.loads(paths.validation("probe").read_text())["success"]
     prober = Prober.load(paths.probe)
-    assert prober.pooling == "answer_last" and prober.use_threshold("auto") == record["cuts"]
+    assert prober.pooling == "answer_last"
+    assert prober.use_threshold("auto") == {"before_retrieval": record["cuts"]["before_retrieval"]}
+    assert prober.use_threshold("auto", "skill_rag") == {
+        "before_retrieval": record["cuts"]["before_retrieval"], "after_evidence": record["cuts"]["after_evidence"]["skill_rag"]
+    }
 
 
 def test_intervals_are_present_and_contain_the_point_estimates(published):
@@ -97,15 +109,20 @@ def test_intervals_are_present_and_contain_the_point_estimates(published):
     assert lo <= report["vs_entropy"]["difference"] <= hi and report["bootstrap"]["replicates"] > 900
 
 
-def test_each_cut_reports_what_it_does_to_dev_answers_and_never_loses_to_rejecting_all(published):
+def test_each_cut_reports_what_it_does_to_dev_answers_and_never_loses_to_its_null(published):
     _, report = published
-    stage1, stage2 = report["cuts"]["stage1"], report["cuts"]["stage2"]
-    assert stage1["n"] == stage2["n"] == N_QUESTIONS - N_TRAIN
-    assert stage1["acc"] >= stage1["acc_reject_all"] and stage2["acc"] >= stage2["acc_reject_all"]
-    assert 0 < stage1["reject_rate"] < 1  # an informative prober accepts some closed-book answers
-    # a retry rights only 60% of right answers: accepting the prober's confident ones gains
-    assert 0 < stage2["reject_rate"] < 1 and stage2["acc"] > stage2["acc_reject_all"]
-    assert report["cuts"]["retries"] == RETRIES
+    before = report["cuts"]["before_retrieval"]
+    helps, hurts = (report["cuts"]["after_evidence"][m] for m in ("probing_rag", "skill_rag"))
+    assert before["n"] == helps["n"] == hurts["n"] == N_QUESTIONS - N_TRAIN
+    assert before["null"] == "reject_all" and helps["null"] == hurts["null"] == "accept_all"
+    assert all(cut["acc"] >= cut["acc_null"] for cut in (before, helps, hurts))
+    assert 0 < before["reject_rate"] < 1  # an informative prober accepts some closed-book answers
+    # probing_rag's retries right most wrong answers: retrying the ones the prober doubts gains
+    assert 0 < helps["reject_rate"] < 1 and helps["acc"] > helps["acc_accept_all"] and not helps["is_null"]
+    # skill_rag's retries hurt: the method keeps every single-step answer, and the report says so
+    assert hurts["is_null"] and hurts["reject_rate"] == 0.0 and hurts["acc"] == hurts["acc_accept_all"]
+    assert any(note.startswith("after_evidence (skill_rag): retrying gains no dev ACC") for note in report["notes"])
+    assert report["cuts"]["retries"] == {"probing_rag": HELPS, "skill_rag": HURTS}
 
 
 def test_the_learning_curve_trains_the_same_recipe_on_shares_of_the_train_questions(published):

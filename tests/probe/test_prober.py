@@ -53,7 +53,7 @@ def test_round_trip_gives_identical_scores_without_pickle(trained, saved, make_s
     features, _ = make_states(50, seed=7)
     assert torch.equal(loaded.score_batch(features), trained.score_batch(features))
     assert loaded.info["model"] == "tiny-llama" and loaded.info["identity"] == IDENTITY
-    assert (loaded.layers, loaded.hidden, loaded.cuts) == (trained.layers, trained.hidden, {"stage1": 0.5, "stage2": 0.5})
+    assert (loaded.layers, loaded.hidden, loaded.cuts) == (trained.layers, trained.hidden, {"before_retrieval": 0.5, "after_evidence": 0.5})
 
 
 def test_score_of_one_answer_matches_its_batch_row(trained, make_states):
@@ -68,25 +68,38 @@ def test_score_is_the_mean_of_the_layer_probabilities(trained, make_states):
     assert torch.allclose(trained.score_batch(features), per_layer.mean(dim=0))
 
 
-def test_accepts_strictly_above_each_stage_cut(trained):
-    assert trained.cuts == {"stage1": 0.5, "stage2": 0.5}  # the paper's cut until a threshold is applied
-    assert trained.accepts(0.51, "stage1") and not trained.accepts(0.5, "stage2")
-    with pytest.raises(ValueError, match="unknown stage 'stage3'"):
+def test_accepts_strictly_above_each_decision_points_cut(trained):
+    assert trained.cuts == {"before_retrieval": 0.5, "after_evidence": 0.5}  # the paper's cut until a threshold is applied
+    assert trained.accepts(0.51, "before_retrieval") and not trained.accepts(0.5, "after_evidence")
+    with pytest.raises(ValueError, match="unknown decision point 'stage3'"):
         trained.accepts(0.9, "stage3")
 
 
-CUTS = {"stage1": 0.12, "stage2": 0.3}
+STORED = {"before_retrieval": 0.12, "after_evidence": {"probing_rag": 0.3, "skill_rag": 0.0}}
+CUTS = {"before_retrieval": 0.12, "after_evidence": 0.3}  # as probing_rag loads them
 
 
 @pytest.mark.parametrize(
-    ("threshold", "cuts"), [("auto", CUTS), (0.0, {"stage1": 0.5, "stage2": 0.5}), (0.2, {"stage1": 0.7, "stage2": 0.7})]
+    ("threshold", "cuts"), [("auto", CUTS), (0.0, {"before_retrieval": 0.5, "after_evidence": 0.5}), (0.2, {"before_retrieval": 0.7, "after_evidence": 0.7})]
 )
 def test_threshold_auto_takes_the_stored_dev_cuts_and_a_number_the_paper_rule(trained, tmp_path, threshold, cuts):
-    Prober(trained.probers, {**trained.info, "cuts": CUTS}).save(tmp_path / "probe", {"model": "m"})
+    Prober(trained.probers, {**trained.info, "cuts": STORED}).save(tmp_path / "probe", {"model": "m"})
     prober = Prober.load(tmp_path / "probe")
-    assert prober.use_threshold(threshold) == pytest.approx(cuts)
-    for stage, cut in cuts.items():
-        assert prober.accepts(cut + 1e-6, stage) and not prober.accepts(cut, stage)
+    assert prober.use_threshold(threshold, "probing_rag") == pytest.approx(cuts)
+    for point, cut in cuts.items():
+        assert prober.accepts(cut + 1e-6, point) and not prober.accepts(cut, point)
+
+
+def test_each_gated_method_reads_its_own_after_evidence_cut(trained, tmp_path):
+    Prober(trained.probers, {**trained.info, "cuts": STORED}).save(tmp_path / "probe", {"model": "m"})
+    prober = Prober.load(tmp_path / "probe")
+    assert prober.use_threshold("auto", "skill_rag") == {"before_retrieval": 0.12, "after_evidence": 0.0}
+    assert prober.accepts(0.01, "after_evidence")  # skill_rag's null: keep every answer over passages
+    prober.use_threshold("auto")  # a caller deciding only before retrieval (tune_thresholds)
+    with pytest.raises(ProbeError, match="after-evidence cut is chosen per method"):
+        prober.accepts(0.9, "after_evidence")
+    with pytest.raises(ProbeError, match="no after-evidence cut for 'ircot'"):
+        prober.use_threshold("auto", "ircot")
 
 
 def test_threshold_auto_without_stored_cuts_names_the_rebuild(trained):
@@ -106,12 +119,12 @@ def test_open_prober_resolves_probe_threshold_at_load_time(trained, tmp_path):
     paths = Paths(tmp_path)
     model = "skillrag-tests/no-such-model"  # a hub id that is not cached: identity without a digest
     identity = model_identity(model, "cpu", "float32")
-    Prober(trained.probers, {**trained.info, "cuts": CUTS}).save(paths.probe, {"model": model, "identity": identity})
+    Prober(trained.probers, {**trained.info, "cuts": STORED}).save(paths.probe, {"model": model, "identity": identity})
     lm = SimpleNamespace(name=model, hidden_size=16)
     params_file = Path(__file__).resolve().parents[2] / "params.yaml"
     here = [f"lm.model={model}", "lm.device=cpu", "lm.dtype=float32"]
-    assert open_prober(load_params(params_file, overrides=here), paths, lm).cuts == pytest.approx(CUTS)
-    assert open_prober(load_params(params_file, overrides=[*here, "probe.threshold=0.1"]), paths, lm).cuts["stage1"] == pytest.approx(0.6)
+    assert open_prober(load_params(params_file, overrides=here), paths, lm, "probing_rag").cuts == pytest.approx(CUTS)
+    assert open_prober(load_params(params_file, overrides=[*here, "probe.threshold=0.1"]), paths, lm).cuts["before_retrieval"] == pytest.approx(0.6)
     with pytest.raises(ArtifactError, match=r"\(float32, .* the current model is .*\(bfloat16"):
         open_prober(load_params(params_file, overrides=[*here, "lm.dtype=bfloat16"]), paths, lm)
 

@@ -7,7 +7,6 @@ import torch
 from skillrag.config import ProbeParams
 from skillrag.probe.selection import cross_validate, grouped_folds
 from skillrag.probe.training import holdout_split
-
 from tests.probe.conftest import LAYERS
 
 

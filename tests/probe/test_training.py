@@ -4,7 +4,6 @@ from sklearn.metrics import roc_auc_score
 
 from skillrag.config import ProbeParams
 from skillrag.probe.training import balanced_indices, class_weights, data_sha256, holdout_split, train_probers
-
 from tests.probe.conftest import HIDDEN_SIZE, LAYERS
 
 

@@ -74,15 +74,19 @@ def test_an_eval_question_from_a_train_split_fails_the_gate(prepared):
     assert f"train: {rows[0]['id']} (orig_split 'train')" in str(info.value)
 
 
-def _probe_report(ensemble_auroc, layer_aurocs, verdict="no_better", stage_accs=((0.3, 0.3), (0.5, 0.45))):
+def _probe_report(ensemble_auroc, layer_aurocs, verdict="no_better", accs=((0.3, 0.3), (0.5, 0.45), (0.4, 0.4))):
+    """`accs`: (dev ACC, the null's dev ACC) before retrieval, then after evidence for probing_rag and skill_rag."""
     text = {"below": "the prober ranks dev answers worse than mean token entropy (difference -0.2)"}.get(verdict, "t")
     return {
         "ensemble": {"auroc": ensemble_auroc},
         "per_layer": {str(i): {"auroc": a} for i, a in enumerate(layer_aurocs, start=1)},
         "vs_entropy": {"verdict": verdict, "text": text},
         "cuts": {
-            stage: {"acc": acc, "acc_reject_all": floor, "n": 40}
-            for stage, (acc, floor) in zip(("stage1", "stage2"), stage_accs, strict=True)
+            "before_retrieval": {"acc": accs[0][0], "acc_null": accs[0][1], "n": 40},
+            "after_evidence": {
+                method: {"acc": acc, "acc_null": null, "n": 40}
+                for method, (acc, null) in zip(("probing_rag", "skill_rag"), accs[1:], strict=True)
+            },
         },
     }
 
@@ -113,13 +117,13 @@ def test_probe_gate_fails_below_entropy_beyond_noise_unless_allowed_and_passes_w
     assert gate_probe(_probe_report(0.7, [0.7, 0.7], verdict="no_better"), ProbeParams(), result)["success"]
 
 
-def test_probe_gate_never_passes_a_cut_that_loses_dev_acc_against_rejecting_everything(tmp_path):
+def test_probe_gate_never_passes_a_cut_that_loses_dev_acc_against_its_null(tmp_path):
     from skillrag.config import ProbeParams
     from skillrag.quality.probe import gate_probe
 
-    losing = _probe_report(0.7, [0.7, 0.7], stage_accs=((0.28, 0.3), (0.5, 0.5)))
-    with pytest.raises(GateFailed, match=r"\[cuts\] expect_column_pair_values_a_to_be_greater_than_b"):
-        gate_probe(losing, ProbeParams(), tmp_path / "probe_validation.json")
+    for accs in (((0.28, 0.3), (0.5, 0.5), (0.4, 0.4)), ((0.3, 0.3), (0.5, 0.5), (0.38, 0.4))):
+        with pytest.raises(GateFailed, match=r"\[cuts\] expect_column_pair_values_a_to_be_greater_than_b"):
+            gate_probe(_probe_report(0.7, [0.7, 0.7], accs=accs), ProbeParams(), tmp_path / "probe_validation.json")
 
 
 def test_two_runs_of_a_gate_on_the_same_data_write_identical_bytes_without_run_markers(prepared, tmp_path):

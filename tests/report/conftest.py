@@ -92,13 +92,15 @@ def write_runs(paths: Paths, traces: list[Trace]) -> dict:
 
 
 def write_probe_reports(paths: Paths) -> None:
-    cut = {"cut": 0.6, "acc": 0.3, "reject_rate": 0.9, "acc_reject_all": 0.28, "acc_accept_all": 0.2, "n": 100}
+    cut = {"cut": 0.6, "acc": 0.3, "reject_rate": 0.9, "acc_reject_all": 0.28, "acc_accept_all": 0.2, "n": 100, "is_null": False}
+    kept = {"cut": 0.0, "acc": 0.4, "reject_rate": 0.0, "acc_reject_all": 0.3, "acc_accept_all": 0.4, "n": 100, "is_null": True}
+    cuts = {"before_retrieval": cut, "after_evidence": {"probing_rag": cut, "skill_rag": kept}}
     write_json(paths.probe_metrics, {"auroc": 0.74, "auroc_ci": [0.6, 0.85], "entropy_auroc": 0.73, "entropy_auroc_ci": [0.6, 0.84],
-                                     "n": 200, "n_pos": 4, "cuts": {"stage1": cut, "stage2": cut}})
+                                     "n": 200, "n_pos": 4, "cuts": cuts})
     write_json(paths.probe_detail, {"ensemble": {"auroc": 0.74, "auroc_ci": [0.6, 0.85], "ece": 0.03},
                "entropy_baseline": {"auroc": 0.73, "auroc_ci": [0.6, 0.84]}, "vs_entropy": {"verdict": "no_better", "text": "within noise"},
                "recipe": {"name": "cv", "pooling": "answer_last", "network": "logistic C=0.01", "layers": [1, 2]},
-               "cuts": {"stage1": cut, "stage2": cut}, "n": 200, "n_pos": 4, "notes": []})
+               "cuts": cuts, "n": 200, "n_pos": 4, "notes": []})
     paths.probe.mkdir(parents=True, exist_ok=True)
     write_json(paths.probe / "probe.json", {"model": "smollm2-135m", "layers": [1, 2], "recipe": "weighted",
                                             "data_sha256": "d" * 64, "params": {"lr": 0.01}})

@@ -72,7 +72,7 @@ def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, mon
              "split": "eval"} for i, t in enumerate(topics)]
     write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)
     monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
-    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: HashProber())
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: HashProber())
     monkeypatch.setattr(runtime, "open_lm", lambda params: RuleLM())
     params = load_params(workspace / "params.yaml", overrides=["evaluate.methods=[probing_rag, skill_rag]"])
     paths = Paths(workspace)

@@ -53,6 +53,8 @@ def test_report_reads_every_method_from_the_traces_and_renders_each_section(work
     row = next(line for line in text.splitlines() if line.startswith("| no_retrieval | ") and "(" in line)
     assert row.count("–") >= 5  # five cells, each "mean (low–high)"
     assert "latency p95 (s)" in text and "retrieving" in text
+    loop = text.split("## The loop's own gain and the final answer", 1)[1].split("\n## ", 1)[0]
+    assert "| skill_rag | all |" in loop and "| skill_rag | max_score |" in loop and "| probing_rag | last |" in loop
     # paired: three methods against single_step, skill_rag against probing_rag, on hotpotqa, musique and overall
     paired = text.split("## Paired comparisons (same questions)")[1].split("\n## ")[0]
     assert "The table holds 12 tests" in paired and "Holm p (12 tests)" in paired
@@ -61,7 +63,8 @@ def test_report_reads_every_method_from_the_traces_and_renders_each_section(work
     # one closed-book answer of 14 accepted; 13 retrieval rounds, all rejected
     assert "| skill_rag | 7% of 14 | 0% of 13 |" in text
     assert "| skill_rag | query_rewriting | 4 |" in text
-    assert "Prober AUROC 0.740 [0.600, 0.850]" in text and "| stage1 | 0.600 | retrieves 90% | 0.300 |" in text and "![prober reliability](figures/probe_reliability.png)" in text
+    assert "Prober AUROC 0.740 [0.600, 0.850]" in text and "| before_retrieval | 0.600 | retrieves 90% | 0.300 |" in text
+    assert "| after_evidence (skill_rag) | 0.000 (the null: no gain beyond noise) | retries 0% | 0.400 |" in text and "![prober reliability](figures/probe_reliability.png)" in text
     assert "![failure space](figures/failure_space.png)" in text and "13 failure states" in text
     assert "### Case 1: a skill fixed it" in text and "Title three" in text and "query_rewriting query" in text
     assert "### Case 2: no skill fixed it" in text and "### Case 3: the router stopped (exit)" in text

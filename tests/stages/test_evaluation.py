@@ -25,7 +25,7 @@ def _workspace(tmp_path, monkeypatch):
             for i, t in enumerate(TOPICS)]
     write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)
     monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
-    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: HashProber())
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: HashProber())
     return Paths(workspace)
 
 

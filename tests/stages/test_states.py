@@ -181,7 +181,7 @@ def test_extract_stores_exactly_the_states_the_gated_methods_score(tmp_path):
         assert set(rows["answer"]) == {"Paris"}
         for pooling in POOLINGS:
             # rejects every closed-book answer, accepts every answer over passages: both stages run
-            prober = FakeProber([0.5] * 2 * len(questions), layers, pooling, cuts={"stage1": 0.9, "stage2": 0.1})
+            prober = FakeProber([0.5] * 2 * len(questions), layers, pooling, cuts={"before_retrieval": 0.9, "after_evidence": 0.1})
             method = ProbingRAG(Components(lm, RETRIEVER, prober, k=2, max_new_tokens=30))
             for question in questions:
                 assert [r.stage for r in method.answer(question).rounds] == ["no_retrieval", "retrieval"]

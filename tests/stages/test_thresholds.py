@@ -102,7 +102,7 @@ def workspace(tmp_path, monkeypatch):
     lm = DevLM()
     write_closed_book_rows(paths, DevLM())
     monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
-    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm: ScoreProber())
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: ScoreProber())
     return paths, lm
 
 
