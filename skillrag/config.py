@@ -33,7 +33,7 @@ class PrepareParams(_Section):
     hub_id: str = "RUC-NLPIR/FlashRAG_datasets"
     train_datasets: list[Dataset] = ["hotpotqa", "nq", "triviaqa"]
     eval_datasets: list[Dataset] = list(DATASETS)
-    train_size: int = Field(200, ge=1)
+    train_size: int = Field(100, ge=1)
     dev_size: int = Field(100, ge=1)
     eval_size: int = Field(30, ge=1)
     prefer_evidence_in_corpus: bool = True

@@ -187,7 +187,7 @@ def evaluate_stage(method: str) -> StageEntry:
 
 GATES = ("questions", "index", "states", "probe", "runs")
 
-# In `dvc repro` order (train_router before train_probe: its retry rates set the stage-2 cut).
+# In `dvc repro` order (train_router before train_probe: its retry rates set the after-evidence cuts).
 STAGES: dict[str, StageEntry] = {
     stage.name: stage
     for stage in (
