@@ -67,7 +67,7 @@ def results_block(reports: Path) -> str:
         parts.append(_prober(probe))
     table = timing_table(timings)
     if table:
-        parts.append("Wall time per stage of the committed run:\n\n" + table)
+        parts.append("Wall time per stage as last recorded (reports/timings/: a stage run again replaces its row; `skillrag repro --budget` estimates from them):\n\n" + table)
     return "\n".join([BEGIN, "", "\n\n".join(parts), "", END])
 
 
