@@ -25,7 +25,7 @@ from tests.fake_cli import make_workspace
 
 pytestmark = pytest.mark.slow
 
-OUTPUTS = {"evaluate": ("data/runs/", "reports/", ".skillrag/"), "extract": ("data/states", "reports/timings/", ".skillrag/")}
+OUTPUTS = {"evaluate": ("data/runs/", "reports/", ".skillrag/"), "extract": ("data/states", "reports/timings/", "reports/validation/", ".skillrag/")}
 
 
 def start(workspace: Path, command: str, **fake: str) -> subprocess.Popen:
