@@ -209,7 +209,8 @@ STAGES: dict[str, StageEntry] = {
             needs=(INDEX,),
             params=(*LM, "lm.layers", "retrieval", "train_router", "methods.router", "methods.exit_mode",
                     "methods.max_passages", "methods.abstain_answer", "prepare.max_question_chars"),
-            outs=(Out("data/router_traces", note="retries.json: what each gated method's own retry does to right and wrong answers"),
+            outs=(Out("data/router_traces", persist=True,
+                      note="resumable traces; retries.json: what each gated method's own retry does to right and wrong answers"),
                   Out("data/router")),
             metrics=("reports/router_metrics.json",), methods=("single_step", "probing_rag", "skill_rag"),
             note="explores every skill from failure states; the gated methods' own retries set the after-evidence cuts",
@@ -240,7 +241,7 @@ STAGES: dict[str, StageEntry] = {
             needs=(INDEX,),
             params=(*LM, "lm.layers", "retrieval", "methods.ircot", "methods.abstain_answer", "train_adaptive",
                     "prepare.max_question_chars"),
-            outs=(Out("data/adaptive_traces"), Out("data/adaptive")), metrics=("reports/adaptive_metrics.json",),
+            outs=(Out("data/adaptive_traces", persist=True, note="resumable traces"), Out("data/adaptive")), metrics=("reports/adaptive_metrics.json",),
             methods=("ircot",), note="Adaptive-RAG's query-complexity classifier on silver labels",
         ),
         StageEntry(
