@@ -288,6 +288,6 @@ def test_train_router_measures_each_gated_methods_own_retry_and_fits_the_prompt_
     offsets = load_offsets(paths.router, runtime.model_identity(params))
     assert offsets == report["prompt_router"]["offsets"]
     assert report["prompt_router"]["states"] == 20
-    assert report["prompt_router"]["fitted_choices"]["accuracy"] >= report["prompt_router"]["content_free_choices"]["accuracy"]
+    assert report["prompt_router"]["fitted_choices"]["fixed"] >= report["prompt_router"]["content_free_choices"]["fixed"]
     as_run = report["router_as_run"]
     assert as_run["router"] == "prompt" and as_run["states"] == 20 and sum(as_run["chosen"].values()) == 20

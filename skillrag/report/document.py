@@ -121,10 +121,19 @@ def _gate_and_skills(inputs: Inputs) -> str:
         if as_run and as_run.get("states"):
             parts.append(
                 f"The router as configured (`methods.router: {as_run['router']}`) on the {as_run['states']} explored train "
-                f"failure states (skill_rag's own first retries): accuracy {as_run['accuracy']:.2f} (its choice fixed the "
+                f"failure states (skill_rag's own first retries): its choice fixed {as_run['fixed']} of the "
+                f"{as_run['fixable']} states some skill fixed; accuracy {as_run['accuracy']:.2f} (its choice fixed the "
                 f"state, or exit where no skill did) against {as_run['majority']['accuracy']:.2f} for always "
                 f"`{as_run['majority']['label']}`; chosen {', '.join(f'{k} {v}' for k, v in as_run['chosen'].items())} "
                 "(reports/router_metrics.json holds the confusion table)."
+            )
+        held_out = (router.get("prompt_router") or {}).get("fitted_cv_choices")
+        if held_out:
+            parts.append(
+                f"The prompt router's fitted label offsets on states their fit did not see (cross-validated): fixed "
+                f"{held_out['fixed']} of {held_out['fixable']}, accuracy {held_out['accuracy']:.2f}; chosen "
+                f"{', '.join(f'{k} {v}' for k, v in held_out['chosen'].items())}. The offsets maximise the states "
+                "fixed, then the stops where nothing would have (skillrag.skills.calibration)."
             )
     return "\n\n".join(parts)
 

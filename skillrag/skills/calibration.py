@@ -2,12 +2,16 @@
 offsets fitted on them.
 
 Skill exploration (skillrag.methods.exploration) tries every query skill from each failure
-state, so each state knows which skills fixed it (their answer was right by gold). A choice is
-right when the chosen skill fixed the state, or when it is exit and none did (stopping was
-right). `choice_report` tabulates a router's choices against that; `fit_offsets` picks the
-per-label offsets on the prompt router's raw label log-likelihoods under which its choices are
-most often right (coordinate ascent; ties keep the offset it started from, the content-free
-calibration).
+state (a wrong single-step answer), so each state knows which skills fixed it (their answer was
+right by gold). A choice is right when the chosen skill fixed the state, or when it is exit and
+none did (stopping was right). `choice_report` tabulates a router's choices against that.
+
+`fit_offsets` picks the per-label offsets on the prompt router's raw label log-likelihoods by
+what a choice is worth, not by how often it is right: a fix turns a wrong answer right, a stop
+where nothing would have fixed it only saves a call. So the offsets maximise the states fixed
+and, among choices fixing as many, the stops where nothing would have (each worth 1/(n+1) of a
+fix). Plain accuracy counts the two alike, and on the default run's first 23 states, 18 of
+which no skill fixed, its optimum was to always exit: the loop would never have retried.
 """
 
 from __future__ import annotations
@@ -41,9 +45,10 @@ def state_label(fixed: frozenset[str], chosen: str | None = None) -> str:
 def choice_report(choices: Sequence[str], fixers: Sequence[frozenset[str]]) -> dict:
     """A router's choices on explored failure states against the skills that fixed them: the
     confusion table (row: the skill that fixed the state, see `state_label`; column: the choice),
-    how often each label was chosen, accuracy (the choice was right), per-label recall (of the
-    states a label is right for, the share where it was chosen), and the majority baseline (the
-    one constant choice that is right most often)."""
+    how often each label was chosen, accuracy (the choice was right), how many states the chosen
+    skill fixed of those some skill fixed, per-label recall (of the states a label is right for,
+    the share where it was chosen), and the majority baseline (the one constant choice that is
+    right most often)."""
     if len(choices) != len(fixers):
         raise ValueError(f"need one choice per failure state, got {len(choices)} choices and {len(fixers)} states")
     right = right_choices(fixers)
@@ -65,6 +70,8 @@ def choice_report(choices: Sequence[str], fixers: Sequence[frozenset[str]]) -> d
         "confusion": table,
         "chosen": {skill: Counter(choices)[skill] for skill in SKILL_NAMES},
         "accuracy": sum(hits) / n if n else None,
+        "fixed": sum(hit and c != EXIT for hit, c in zip(hits, choices)),
+        "fixable": sum(bool(fixed) for fixed in fixers),
         "recall": recall,
         "majority": {"label": majority, "accuracy": constant[majority]},
         "constant_accuracy": constant,
@@ -76,17 +83,25 @@ def choose(raw: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.argmax(raw + offsets, axis=1)
 
 
+def choice_values(right: np.ndarray) -> np.ndarray:
+    """[n, labels] what choosing label j on state i is worth: 1 for a fix, 1/(n+1) for exit
+    where no skill fixed it (every stop together worth less than one fix), 0 otherwise."""
+    right = np.asarray(right, dtype=bool)
+    worth = np.where(np.array(SKILL_NAMES) == EXIT, 1.0 / (len(right) + 1), 1.0)
+    return right * worth
+
+
 def fit_offsets(raw: np.ndarray, right: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Per-label offsets maximising how often argmax(raw + offsets) is right, by coordinate
-    ascent from `start`: each label's offset in turn moves to the value (a midpoint between the
-    points where that label starts or stops winning a state) with the highest accuracy, staying
-    put on ties, until a sweep changes nothing."""
-    raw, right = np.asarray(raw, dtype=float), np.asarray(right, dtype=bool)
+    """Per-label offsets maximising the summed `choice_values` of argmax(raw + offsets), by
+    coordinate ascent from `start`: each label's offset in turn moves to the value (a midpoint
+    between the points where that label starts or stops winning a state) with the highest total,
+    staying put on ties, until a sweep changes nothing."""
+    raw, values = np.asarray(raw, dtype=float), choice_values(right)
     offsets = np.asarray(start, dtype=float).copy()
     rows = np.arange(len(raw))
 
-    def accuracy(candidate: np.ndarray) -> float:
-        return float(right[rows, choose(raw, candidate)].mean()) if len(raw) else 0.0
+    def total(candidate: np.ndarray) -> float:
+        return float(values[rows, choose(raw, candidate)].sum())
 
     for _ in range(PASSES):
         moved = False
@@ -94,12 +109,12 @@ def fit_offsets(raw: np.ndarray, right: np.ndarray, start: np.ndarray) -> np.nda
             others = np.delete(raw + offsets, j, axis=1).max(axis=1)
             points = np.unique(others - raw[:, j])  # label j wins state i iff its offset exceeds points[i]
             candidates = np.concatenate([[points[0] - 1.0], (points[:-1] + points[1:]) / 2, [points[-1] + 1.0]]) if len(points) else []
-            best, best_acc = offsets[j], accuracy(offsets)
+            best, best_total = offsets[j], total(offsets)
             for value in sorted(candidates, key=lambda v: abs(v - offsets[j])):
                 trial = offsets.copy()
                 trial[j] = value
-                if accuracy(trial) > best_acc + 1e-12:
-                    best, best_acc = value, accuracy(trial)
+                if total(trial) > best_total + 1e-12:
+                    best, best_total = value, total(trial)
             if best != offsets[j]:
                 offsets[j], moved = best, True
         if not moved:
@@ -107,16 +122,15 @@ def fit_offsets(raw: np.ndarray, right: np.ndarray, start: np.ndarray) -> np.nda
     return offsets
 
 
-def cross_validated_accuracy(raw: np.ndarray, right: np.ndarray, start: np.ndarray, folds: int = FOLDS) -> float | None:
-    """Accuracy of `fit_offsets` on states the fit did not see (contiguous folds; None with
-    fewer than two states per fold)."""
+def cross_validated_choices(raw: np.ndarray, right: np.ndarray, start: np.ndarray, folds: int = FOLDS) -> list[str] | None:
+    """Each state's choice under offsets fitted on the other folds (contiguous folds; None with
+    fewer than two states per fold): what `choice_report` should judge, not the in-sample fit."""
     n = len(raw)
     k = min(folds, n // 2)
     if k < 2:
         return None
-    hits = 0
+    chosen = np.empty(n, dtype=int)
     for test in np.array_split(np.arange(n), k):
         fit = np.setdiff1d(np.arange(n), test)
-        offsets = fit_offsets(raw[fit], right[fit], start)
-        hits += int(right[test, choose(raw[test], offsets)].sum())
-    return hits / n
+        chosen[test] = choose(raw[test], fit_offsets(raw[fit], right[fit], start))
+    return [SKILL_NAMES[i] for i in chosen]

@@ -9,8 +9,8 @@ Small models cannot reliably emit a clean label, but they can say which of four 
 continuations is likelier. Raw label likelihoods mostly reflect each label's prior (length,
 frequency), so a per-label offset is added to every raw score before the argmax. The offsets
 are fitted by train_router on the explored train failure states (skillrag.skills.calibration:
-the offsets under which the router's choice is most often one that fixed the state, exit when
-none did) and stored with the router data (`OFFSETS`, data/router/prompt_router.json). Without
+the offsets under which the router's choices fix the most states, then stop where nothing
+would have) and stored with the router data (`OFFSETS`, data/router/prompt_router.json). Without
 them the content-free calibration is used (Zhao et al. 2021): minus the labels' log-likelihood on
 the same prompt with content-free fields ("N/A"), scored once per router. Scores that cannot
 decide (non-finite, or a tie at the top) fall back to a fixed skill order by round.

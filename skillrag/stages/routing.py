@@ -114,7 +114,7 @@ def _prompt_offsets(lm: Any, states: Sequence[ExploredState], paths: Paths, para
     from skillrag.skills import SKILL_NAMES
     from skillrag.skills.calibration import (
         choice_report,
-        cross_validated_accuracy,
+        cross_validated_choices,
         fit_offsets,
         right_choices,
     )
@@ -130,14 +130,16 @@ def _prompt_offsets(lm: Any, states: Sequence[ExploredState], paths: Paths, para
         return [SKILL_NAMES[i] for i in np.argmax(raw + offsets, axis=1)]
 
     fixers = [s.fixers for s in scored]
+    held_out = cross_validated_choices(raw, right, start)
     record = {
         "rule": "per-label offsets added to the raw label log-likelihoods, fitted on the explored train failure states "
-        "(skillrag.skills.calibration.fit_offsets) from the content-free calibration",
+        "(skillrag.skills.calibration.fit_offsets: the most states fixed, then the most stops where nothing fixed) "
+        "from the content-free calibration",
         "states": len(scored),
         "content_free": dict(zip(SKILL_NAMES, start.tolist())),
         "content_free_choices": choice_report(chosen(start), fixers),
         "fitted_choices": choice_report(chosen(fitted), fixers),  # in sample
-        "fitted_cv_accuracy": cross_validated_accuracy(raw, right, start),
+        "fitted_cv_choices": None if held_out is None else choice_report(held_out, fixers),  # each state unseen by its fit
     }
     offsets = dict(zip(SKILL_NAMES, fitted.tolist()))
     save_offsets(paths.router, offsets, runtime.model_identity(params), {k: record[k] for k in ("rule", "states", "content_free")})

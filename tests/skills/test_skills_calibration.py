@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from skillrag.skills.calibration import choice_report, cross_validated_accuracy, fit_offsets, right_choices
+from skillrag.skills.calibration import choice_report, cross_validated_choices, fit_offsets, right_choices
 
 RW, QD, EF, EXIT = "query_rewriting", "question_decomposition", "evidence_focusing", "exit"
 
@@ -22,6 +22,7 @@ def test_the_confusion_table_puts_each_state_under_the_skill_that_fixed_it():
     # always exit is right on 2 of 5, always decomposition on 2 of 5: the first in label order wins the tie
     assert report["majority"] == {"label": QD, "accuracy": pytest.approx(2 / 5)}
     assert report["recall"] == {RW: 0.0, QD: 0.5, EF: 1.0, EXIT: 0.5}
+    assert (report["fixed"], report["fixable"]) == (2, 3)  # states 0 and 1 of 0, 1 and 4
 
 
 def test_a_choice_per_state_is_required():
@@ -44,7 +45,28 @@ def test_fitted_offsets_let_every_label_win_where_it_is_right():
     assert before == pytest.approx((truth == 1).mean())  # uncorrected: always decomposition
     assert right[np.arange(80), chosen].mean() > 0.9
     assert set(chosen) == {0, 1, 2, 3}
-    assert cross_validated_accuracy(raw, right, start) > 0.8
+    assert choice_report(cross_validated_choices(raw, right, start), fixers)["accuracy"] > 0.8
+
+
+def test_a_fix_outweighs_every_saved_call():
+    """18 of 23 states no skill fixed, 5 evidence focusing did, and the raw likelihoods cannot
+    tell them apart: always exit is right most often (18 of 23), but the offsets choose the skill
+    that fixes 5 (the default run's first exploration, where accuracy alone chose exit everywhere)."""
+    fixers = [frozenset({EF})] * 5 + [frozenset()] * 18
+    raw = np.tile([-3.0, -2.0, -1.0, -0.5], (23, 1))  # exit most likely, as the content-free start leaves it
+    offsets = fit_offsets(raw, right_choices(fixers), np.zeros(4))
+    report = choice_report([(RW, QD, EF, EXIT)[i] for i in np.argmax(raw + offsets, axis=1)], fixers)
+    assert report["chosen"] == {RW: 0, QD: 0, EF: 23, EXIT: 0} and report["fixed"] == 5
+    assert report["majority"] == {"label": EXIT, "accuracy": pytest.approx(18 / 23)}
+
+
+def test_exit_is_chosen_where_nothing_fixes_when_no_fix_is_lost():
+    """Where the likelihoods separate the states, the offsets keep every fix and stop on the rest."""
+    fixers = [frozenset({QD})] * 4 + [frozenset()] * 6
+    raw = np.array([[0.0, 1.0, 0.0, 0.0]] * 4 + [[0.0, 1.0, 0.0, 0.8]] * 6)  # exit a little likelier where nothing fixes
+    offsets = fit_offsets(raw, right_choices(fixers), np.zeros(4))
+    chosen = [(RW, QD, EF, EXIT)[i] for i in np.argmax(raw + offsets, axis=1)]
+    assert chosen == [QD] * 4 + [EXIT] * 6
 
 
 def test_offsets_stay_where_no_change_gains():
