@@ -27,15 +27,15 @@ from skillrag.repro import Runner, apply_params, deadline_of, parse_duration
 def pipeline_flow(
     project: str = ".",
     profile: str | None = None,
-    through: str | None = None,
+    targets: Sequence[str] = (),
     budget: str | None = None,
     checkpoint: str = "20m",
     set_params: Sequence[str] = (),
     push: bool = True,
 ) -> list[str]:
-    """`project`: the checkout (params.yaml, dvc.yaml, git); `through` stops after that stage (its
-    dvc.yaml name, e.g. train_probe); `budget` (e.g. 2h30m) starts only what fits, as
-    `skillrag repro --budget` does. `profile` (e.g. gpu) and `set_params` (e.g. ["lm.device=cuda"])
+    """`project`: the checkout (params.yaml, dvc.yaml, git); `targets`: run only these stages and
+    what they depend on (dvc.yaml names, e.g. ["train_probe"]; none: every stage); `budget`
+    (e.g. 2h30m) starts only what fits, as `skillrag repro --budget` does. `profile` (e.g. gpu) and `set_params` (e.g. ["lm.device=cuda"])
     are written to params.yaml as `skillrag exp` / `dvc exp run -S` pass them, and the run is then
     the workspace's experiment: nothing is committed to git. Returns the keys of the artifacts
     published."""
@@ -45,8 +45,8 @@ def pipeline_flow(
         apply_params(root, overrides)
     log = get_run_logger()
     runner = Runner(root, checkpoint_s=parse_duration(checkpoint), deadline=deadline_of(budget),
-                    git=not overrides, push=push, echo=log.info)
-    ran = runner.run(through, run_stage=lambda name: retried(runner.run_stage, name)(name))
+                    targets=targets, git=not overrides, push=push, echo=log.info)
+    ran = runner.run(run_stage=lambda name: retried(runner.run_stage, name)(name))
     log.info(f"pipeline: {len(ran)} stage(s) run: {', '.join(ran) or 'none'}")
     return publish_artifacts(Paths(root))
 

@@ -298,15 +298,16 @@ def readme() -> None:
 
 @app.command(
     epilog="Examples: `skillrag repro --dry` (what would run), `skillrag repro --budget 2h30m` (a job with a time "
-    "limit), `skillrag repro --through train_probe --no-push`."
+    "limit), `skillrag repro evaluate-skill_rag --budget 2h` (that method and what it needs first), "
+    "`skillrag repro train_probe --no-push`."
 )
 def repro(
+    targets: Annotated[list[str] | None, typer.Argument(help="Stages to bring up to date with what they depend on, as `dvc repro TARGETS` (evaluate: every evaluate-<method>); none: every stage.", show_default=False)] = None,
     dry: Annotated[bool, typer.Option("--dry", help="Print each stage: done / pending / what it would restore, with estimated minutes; run nothing.")] = False,
     budget: Annotated[str | None, typer.Option(help="Time this job has, e.g. 2h30m: start only what finishes, or checkpoints, inside it.")] = None,
     until: Annotated[str | None, typer.Option(help="The job's end as HH:MM (UTC), instead of --budget.")] = None,
     checkpoint: Annotated[str, typer.Option(help="How often a resumable stage's partial outputs are committed to git.")] = "20m",
     margin: Annotated[str, typer.Option(help="Stop the stage in flight this long before the deadline, to commit it.")] = "5m",
-    through: Annotated[str | None, typer.Option(help="Stop after this stage (its dvc.yaml name, e.g. train_probe).")] = None,
     force: Annotated[list[str] | None, typer.Option(help="Re-run this stage (a foreach name covers its items: evaluate) and everything after it (repeatable).")] = None,
     push: Annotated[bool, typer.Option(help="`dvc push` each finished stage when a default remote is reachable.")] = True,
     git: Annotated[bool, typer.Option(help="Commit each finished stage (dvc.lock, its git-tracked outputs, README.md) and checkpoints.")] = True,
@@ -324,14 +325,14 @@ def repro(
         _fail(f"repro runs dvc.yaml's pipeline (params.yaml as it is); to run profile {state.profile!r}: skillrag exp {state.profile}")
     runner = Runner(
         state.params_file.resolve().parent, checkpoint_s=parse_duration(checkpoint), deadline=deadline_of(budget, until),
-        margin_s=parse_duration(margin), force=force or (), git=git, push=push,
+        margin_s=parse_duration(margin), targets=targets or (), force=force or (), git=git, push=push,
         echo=lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False),
     )
     if dry:
         for line in runner.describe():
             print(line)
         return
-    ran = runner.run(through)
+    ran = runner.run()
     console.print(f"repro: {len(ran)} stage(s) run: {', '.join(ran) or 'none'}", style="green", highlight=False)
 
 

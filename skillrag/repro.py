@@ -2,7 +2,8 @@
 
 A job may end (a time limit, a spot machine going back) and the next one may start on a new machine
 that holds only the git repository: no DVC cache, no remote. So, in dependency order (dvc.yaml's
-order where the graph allows):
+order where the graph allows), for every stage or, given targets, for the targets and the stages
+they depend on (as `dvc repro TARGETS`):
 
 - a stage is *done* when DVC finds its recorded inputs, command and outputs unchanged, allowing
   cache-only outputs to be absent (`Stage.changed(allow_missing=True)`); its git-tracked outputs
@@ -105,6 +106,7 @@ class Step:
     state: str = DONE
     why: str = ""
     forced: bool = False
+    wanted: bool = True  # a target, or a stage a target depends on (every stage when none is given)
     estimate_s: float | None = None
     estimate_note: str = ""
     restores: list[Restore] = field(default_factory=list)  # absent inputs brought back before it runs
@@ -127,6 +129,11 @@ class Restore:
         return f"rebuild {self.path} via {self.producer}"
 
 
+def _named(stage: str, name: str) -> bool:
+    """`name` names `stage` itself, or the foreach group / evaluate-<method> family it belongs to."""
+    return stage == name or stage.startswith((f"{name}@", f"{name}-"))
+
+
 def _inside(path: str, out: str) -> bool:
     return path == out or path.startswith(out.rstrip("/") + "/")
 
@@ -139,15 +146,17 @@ def _minutes(seconds: float | None) -> str:
 class Runner:
     """The pipeline of the DVC project at `root`; see the module docstring.
 
-    `force`: stage names (a foreach group's name covers its items, `evaluate` every evaluate-<method>)
-    that run again, outputs removed first, with every stage downstream of them, as
-    `dvc repro --force --downstream` does. `git`: commit each stage (and checkpoints) to git.
+    `targets`: stage names (`evaluate` covers every evaluate-<method>, as in `force`) to bring up to
+    date with the stages they depend on and nothing else, as `dvc repro TARGETS` does; none: every
+    stage. `force`: stage names that run again, outputs removed first, with every stage downstream
+    of them, as `dvc repro --force --downstream` does. `git`: commit each stage (and checkpoints) to git.
     `push`: `dvc push` each stage when a default remote is reachable. `echo`: where progress goes."""
 
     root: Path
     checkpoint_s: float = CHECKPOINT_S
     deadline: datetime | None = None
     margin_s: float = MARGIN_S
+    targets: Sequence[str] = ()
     force: Sequence[str] = ()
     git: bool = True
     push: bool = True
@@ -168,6 +177,7 @@ class Runner:
         with Repo(str(self.root)) as repo, repo.lock:
             ordered = self._ordered(repo)
             forced = self._forced(repo, ordered)
+            wanted = self._wanted(repo, ordered)
             steps = [self._step(stage) for stage in ordered]
             producers = {out: step.name for step in steps for out in step.cached_outs}
             in_cache = {str(out.def_path): out.hash_info and not out.changed_cache()
@@ -188,6 +198,7 @@ class Runner:
                 elif upstream:
                     step.state, step.why = AFTER, f"after {upstream[0]}"
                 state[step.name] = step.state
+                step.wanted = step.name in wanted
         self._restores(steps, producers, in_cache)
         self._estimates(steps)
         return steps
@@ -202,11 +213,23 @@ class Runner:
         ordered = nx.lexicographical_topological_sort(repo.index.graph.reverse(), key=written.get)
         return [stage for stage in ordered if isinstance(stage, PipelineStage)]
 
+    def _wanted(self, repo: Any, ordered: list[Any]) -> set[str]:
+        """The targets and every stage they depend on (every stage without targets)."""
+        import networkx as nx
+
+        names = {s.name for s in ordered}
+        if not self.targets:
+            return names
+        unknown = [t for t in self.targets if not any(_named(s.name, t) for s in ordered)]
+        if unknown:
+            raise ConfigError(f"no stage {unknown[0]!r} in dvc.yaml (stages: {', '.join(s.name for s in ordered)})")
+        chosen = [s for s in ordered if any(_named(s.name, t) for t in self.targets)]
+        return {s.name for s in chosen} | {d.name for s in chosen for d in nx.descendants(repo.index.graph, s)} & names
+
     def _forced(self, repo: Any, ordered: list[Any]) -> set[str]:
         import networkx as nx
 
-        chosen = [s for s in ordered if s.name not in self._forced_done
-                  and any(s.name == f or s.name.startswith((f"{f}@", f"{f}-")) for f in self.force)]
+        chosen = [s for s in ordered if s.name not in self._forced_done and any(_named(s.name, f) for f in self.force)]
         reverse = repo.index.graph.reverse()
         names = {s.name for s in chosen}
         for stage in chosen:
@@ -306,7 +329,7 @@ class Runner:
         through the last stage with a DVC dep on one of its cache-only outputs; and their estimate."""
         step, last = steps[index], index
         for later in range(index + 1, len(steps)):
-            if steps[later].state != DONE and any(_inside(d, o) for d in steps[later].deps for o in step.cached_outs):
+            if steps[later].state != DONE and steps[later].wanted and any(_inside(d, o) for d in steps[later].deps for o in step.cached_outs):
                 last = later
         members = [s for s in steps[index : last + 1] if s.state != DONE]
         by_name = {s.name: s for s in steps}
@@ -349,6 +372,8 @@ class Runner:
         remaining, admitted, stopped = self._remaining(), set(), False
         lines = []
         for index, step in enumerate(steps):
+            if not step.wanted:
+                continue
             if step.state == DONE:
                 lines.append(f"{step.name}: done")
                 continue
@@ -372,32 +397,25 @@ class Runner:
 
     # ----- running -------------------------------------------------------------------------------
 
-    def run(self, through: str | None = None, run_stage: Callable[[str], bool] | None = None) -> list[str]:
-        """Run every pending stage (up to and including `through`) within the deadline; returns the
-        stages run. `run_stage`: how one stage runs (default `self.run_stage`; the Prefect flow
-        wraps it in a retried task). Raises `StageFailed`, or `interrupts.Interrupted` once a
-        resumable stage's partial outputs are committed."""
+    def run(self, run_stage: Callable[[str], bool] | None = None) -> list[str]:
+        """Run every pending stage (given targets: theirs and what they depend on) within the
+        deadline; returns the stages run. `run_stage`: how one stage runs (default
+        `self.run_stage`; the Prefect flow wraps it in a retried task). Raises `StageFailed`, or
+        `interrupts.Interrupted` once a resumable stage's partial outputs are committed."""
         ran: list[str] = []
-        while (name := self.next_stage(through, ran)) is not None:
+        while (name := self.next_stage()) is not None:
             finished = (run_stage or self.run_stage)(name)
             ran.append(name)
-            if not finished or name == through:
+            if not finished:
                 break
         return ran
 
-    def next_stage(self, through: str | None = None, ran: Sequence[str] = ()) -> str | None:
-        """The next pending stage allowed to start now, or None (every stage done, `through`
-        reached, or the deadline; it says which)."""
-        if through is not None and through in ran:
-            return None
+    def next_stage(self) -> str | None:
+        """The next pending stage allowed to start now, or None (every wanted stage done, or the
+        deadline; it says which)."""
         steps = self.plan()
-        if through is not None and through not in {s.name for s in steps}:
-            raise ConfigError(f"--through {through!r}: no such stage (stages: {', '.join(s.name for s in steps)})")
         for index, step in enumerate(steps):
-            if step.state == DONE:
-                if step.name == through:
-                    self.echo(f"{step.name}: done")
-                    return None
+            if step.state == DONE or not step.wanted:
                 continue
             ok, why = self.admit(steps, index, self._remaining(), self._admitted)
             if why:
@@ -406,7 +424,8 @@ class Runner:
                 return None
             self._admitted.update(s.name for s in self.job(steps, index)[0])
             return step.name
-        self.echo("every stage is done")
+        self.echo(f"{' and '.join(self.targets)} and what {'they depend' if len(self.targets) > 1 else 'it depends'} on: done"
+                  if self.targets else "every stage is done")
         return None
 
     def run_stage(self, name: str) -> bool:
@@ -426,13 +445,13 @@ class Runner:
             minutes = (time.monotonic() - started) / 60
             self.echo(f"{name}: stopped for the deadline after {minutes:.1f} min; the next job resumes it")
             if step.resumable:
-                self._commit(step.git_outs, f"run: stage {name} stopped for the deadline, partial outputs ({minutes:.1f} min)")
+                self._commit(self._kept(step), f"run: stage {name} stopped for the deadline, partial outputs ({minutes:.1f} min)")
             return False
         minutes = (time.monotonic() - started) / 60
         self._dvc("commit", "--force", "--quiet", name)
         self._forced_done.add(name)
         self._push(name)
-        self._commit(["dvc.lock", *step.git_outs, *self._readme()], f"run: stage {name} finished ({minutes:.1f} min here)")
+        self._commit(["dvc.lock", *self._kept(step), *self._readme()], f"run: stage {name} finished ({minutes:.1f} min here)")
         self.echo(f"{name}: finished in {minutes:.1f} min")
         return True
 
@@ -477,13 +496,24 @@ class Runner:
                 "it does not reproduce them here, so every stage after it would be stale; see `git diff`"
             )
 
+    def _kept(self, step: Step) -> list[str]:
+        """What a stage's commits carry: its git-tracked outputs and, for a resumable stage, the
+        wall time of its stopped legs (skillrag.stages.timing), so that the leg which finishes it on
+        another machine records the stage's whole time; the finishing commit removes the file."""
+        if not step.resumable:
+            return list(step.git_outs)
+        from skillrag.paths import Paths
+        from skillrag.stages.timing import _legs_file
+
+        return [*step.git_outs, _legs_file(Paths(self.root), step.name).relative_to(self.root).as_posix()]
+
     def _check_trackable(self, step: Step) -> None:
-        """Fail before hours of compute, not after: a git-tracked output must not be git-ignored."""
+        """Fail before hours of compute, not after: what its commits carry must not be git-ignored."""
         if not (self.git and self._in_git()):
             return
-        for out in step.git_outs:
+        for out in self._kept(step):
             if self._git("check-ignore", "-q", "--no-index", out, check=False).returncode == 0:
-                raise ConfigError(f"{step.name}'s output {out} is git-ignored: un-ignore it in .gitignore (`!/{out}`)")
+                raise ConfigError(f"{step.name}'s {out} is git-ignored: un-ignore it in .gitignore (`!/{out}`)")
 
     def _execute(self, step: Step) -> bool:
         """Run the stage's command, its outputs removed first as DVC does (persistent ones kept
@@ -522,7 +552,7 @@ class Runner:
                 if step.resumable and signum is None and not stopping and time.monotonic() >= next_checkpoint:
                     next_checkpoint = time.monotonic() + self.checkpoint_s
                     minutes = (time.monotonic() - started) / 60
-                    self._commit(step.git_outs, f"run: stage {step.name} checkpoint, partial outputs ({minutes:.1f} min)")
+                    self._commit(self._kept(step), f"run: stage {step.name} checkpoint, partial outputs ({minutes:.1f} min)")
             except (interrupts.Interrupted, KeyboardInterrupt) as err:
                 signum = getattr(err, "signum", 2)
                 self._signal(child, signum)
@@ -530,14 +560,14 @@ class Runner:
             kept = "its partial outputs are committed; " if step.resumable else ""
             self.echo(f"{step.name}: interrupted; {kept}rerun `skillrag repro` to continue")
             if step.resumable:
-                self._commit(step.git_outs, f"run: stage {step.name} interrupted, partial outputs")
+                self._commit(self._kept(step), f"run: stage {step.name} interrupted, partial outputs")
             raise interrupts.Interrupted(signum)
         if returncode == 0:
             return True
         if stopping:
             return False
         if step.resumable:
-            self._commit(step.git_outs, f"run: stage {step.name} failed, partial outputs kept")
+            self._commit(self._kept(step), f"run: stage {step.name} failed, partial outputs kept")
         raise StageFailed(step.name, returncode)
 
     @staticmethod
@@ -583,9 +613,14 @@ class Runner:
         return subprocess.run(["git", *args], cwd=self.root, capture_output=True, text=True, check=check)
 
     def _commit(self, paths: Iterable[str], message: str) -> bool:
-        """Commit exactly `paths` (whatever else is staged stays out); False when nothing changed."""
-        present = [p for p in dict.fromkeys(paths) if (self.root / p).exists()]
-        if not (self.git and present and self._in_git()):
+        """Commit exactly `paths`, a removed tracked one as its removal (whatever else is staged
+        stays out); False when nothing changed."""
+        paths = list(dict.fromkeys(paths))
+        if not (self.git and paths and self._in_git()):
+            return False
+        tracked = set(self._git("ls-files", "--", *paths).stdout.splitlines())
+        present = [p for p in paths if (self.root / p).exists() or p in tracked]
+        if not present:
             return False
         with interrupts.deferred():
             self._git("add", "-A", "--", *present)

@@ -26,7 +26,10 @@ from skillrag.errors import ConfigError
 from skillrag.repro import Runner, deadline_of, parse_duration
 
 STEP = '''
-import json, os, pathlib, sys, time
+import json, os, pathlib, signal, sys, time
+from skillrag.paths import Paths
+from skillrag.stages.timing import timed
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # as a real stage: its stopped leg is kept
 stage, started = sys.argv[1], time.monotonic()
 P = pathlib.Path
 def write(path, text):
@@ -52,14 +55,14 @@ elif stage == "evaluate":  # resumable: one line per question, a truncated last 
     lines = [line for line in lines if line.endswith("\\n")]
     out.write_text("".join(lines))
     probe = P("data/probe.txt").read_text()
-    with out.open("a") as handle:
+    with timed(Paths(P(".").resolve()), stage), out.open("a") as handle:
         for q in questions[len(lines):]:
             time.sleep(float(os.environ.get("STEP_DELAY", "0")))
             handle.write(json.dumps({"q": q, "a": q.upper(), "probe": probe}) + "\\n")
             handle.flush()
 elif stage == "summarize":
     write("reports/summary.json", json.dumps({"traces": len(P("data/runs/traces.jsonl").read_text().splitlines())}))
-if stage != "summarize":
+if stage not in ("evaluate", "summarize"):  # evaluate's is written by timed, over all its legs
     write(f"reports/timings/{stage}.json", json.dumps({"stage": stage, "wall_s": round(time.monotonic() - started, 3)}))
 '''
 
@@ -87,6 +90,7 @@ PIPELINE = {
     }
 }
 AFTER_PROBE = ["evaluate", "summarize"]
+LEGS = ".skillrag/timings/evaluate.legs.json"  # skillrag.stages.timing: a stopped leg's seconds
 
 
 def _sh(cwd: Path, *args: str, **kwargs) -> subprocess.CompletedProcess[str]:
@@ -109,6 +113,7 @@ def make_project(root: Path, questions: int = 6) -> Path:
     _sh(root, "git", "init", "-q")
     _sh(root, "dvc", "init", "-q")
     (root / "step.py").write_text(STEP)
+    (root / ".gitignore").write_text("/.skillrag/*\n!/.skillrag/timings/\n")  # as the project's own
     (root / "src.txt").write_text(str(questions))
     (root / "dvc.yaml").write_text(yaml.safe_dump(PIPELINE, sort_keys=False))
     _sh(root, "git", "add", ".")
@@ -135,7 +140,7 @@ def _quiet(line: str) -> None:
 
 def test_a_new_machine_runs_only_the_stages_left_and_rebuilds_the_index_not_the_vectors(tmp_path):
     project = make_project(tmp_path / "project")
-    assert Runner(project, echo=_quiet).run(through="probe") == ["prepare", "index", "extract", "probe"]
+    assert Runner(project, targets=["probe"], echo=_quiet).run() == ["prepare", "index", "extract", "probe"]
     assert [m.split(" (")[0] for m in _messages(project)[:4]] == [f"run: stage {s} finished" for s in ("probe", "extract", "index", "prepare")]
     assert _sh(project, "git", "status", "--porcelain", "--", "dvc.lock", "data/probe.txt", "reports").stdout == ""
 
@@ -162,7 +167,7 @@ def test_sigterm_commits_the_partial_traces_and_a_fresh_clone_finishes_them_as_o
     whole = make_project(tmp_path / "whole", questions=12)
     Runner(whole, echo=_quiet).run()
     project = make_project(tmp_path / "project", questions=12)
-    Runner(project, echo=_quiet).run(through="probe")
+    Runner(project, targets=["probe"], echo=_quiet).run()
 
     monkeypatch.setenv("STEP_DELAY", "0.4")
     runner = subprocess.Popen(["skillrag", "repro", "--checkpoint", "1s"], cwd=project, stdout=subprocess.PIPE,
@@ -179,6 +184,8 @@ def test_sigterm_commits_the_partial_traces_and_a_fresh_clone_finishes_them_as_o
     assert 0 < len(committed) < 12
     assert _sh(project, "git", "status", "--porcelain", "--", "data/runs").stdout == ""
     assert "evaluate" not in yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    stopped_legs = json.loads(_sh(project, "git", "show", f"HEAD:{LEGS}").stdout)  # its wall time so far
+    assert len(stopped_legs) == 1 and stopped_legs[0] > 0
 
     monkeypatch.setenv("STEP_DELAY", "0")
     clone = _clone(project, tmp_path / "clone")
@@ -186,6 +193,9 @@ def test_sigterm_commits_the_partial_traces_and_a_fresh_clone_finishes_them_as_o
     for finished in ("data/runs/traces.jsonl", "reports/summary.json", "data/probe.txt"):
         assert (clone / finished).read_bytes() == (whole / finished).read_bytes(), finished
     assert (clone / "data/runs/traces.jsonl").read_text().splitlines()[: len(committed)] == committed
+    timing = json.loads((clone / "reports/timings/evaluate.json").read_text())
+    assert timing["legs"] == 2 and timing["wall_s"] >= round(stopped_legs[0], 1)  # both machines' legs
+    assert _sh(clone, "git", "ls-files", LEGS).stdout == ""  # the finishing commit removed the stopped legs
 
 
 def _record_times(project: Path, **seconds: float) -> None:
@@ -195,7 +205,7 @@ def _record_times(project: Path, **seconds: float) -> None:
 
 def test_a_budget_too_short_for_extract_and_probe_starts_neither(tmp_path):
     project = make_project(tmp_path / "project")
-    Runner(project, echo=_quiet).run(through="index")
+    Runner(project, targets=["index"], echo=_quiet).run()
     _record_times(project, extract=40 * 60, probe=10 * 60, evaluate=2 * 3600, summarize=5)  # an earlier machine's
 
     said: list[str] = []
@@ -215,13 +225,32 @@ def test_a_budget_too_short_for_extract_and_probe_starts_neither(tmp_path):
 
 def test_a_stage_without_a_recorded_time_is_estimated_at_the_largest_and_a_changed_input_makes_it_pending(tmp_path):
     project = make_project(tmp_path / "project")
-    Runner(project, echo=_quiet).run(through="prepare")
+    Runner(project, targets=["prepare"], echo=_quiet).run()
     _record_times(project, index=30)
     dry = Runner(project).describe()
     assert dry[0] == "prepare: done"
     assert dry[2].startswith("extract: pending, ~0.5 min (no recorded time: the largest recorded taken)")
     (project / "src.txt").write_text("7")
     assert Runner(project).describe()[0].startswith("prepare: pending, ")
+
+
+def test_targets_run_with_what_they_depend_on_and_nothing_else(tmp_path):
+    project = make_project(tmp_path / "project")
+    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
+    stages = list(pipeline["stages"].items())  # a stage listed before evaluate that evaluate does not need
+    classify = {"cmd": "python step.py classify", "deps": ["data/rows.txt"], "outs": _timed("reports/timings/classify.json")}
+    pipeline["stages"] = dict(stages[:4] + [("classify", classify)] + stages[4:])
+    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    _sh(project, "git", "commit", "-qam", "classify")
+
+    dry = Runner(project, targets=["evaluate"]).describe()
+    assert [line.split(":")[0] for line in dry] == ["prepare", "index", "extract", "probe", "evaluate"]
+    said: list[str] = []
+    assert Runner(project, targets=["evaluate"], echo=said.append).run() == ["prepare", "index", "extract", "probe", "evaluate"]
+    assert said[-1] == "evaluate and what it depends on: done"
+    assert Runner(project, echo=_quiet).run() == ["classify", "summarize"]
+    with pytest.raises(ConfigError, match="no stage 'nosuch' in dvc.yaml"):
+        Runner(project, targets=["nosuch"]).plan()
 
 
 def test_durations_and_deadlines():
@@ -240,7 +269,7 @@ def test_durations_and_deadlines():
 
 def test_a_resumable_stage_is_stopped_before_the_deadline_with_its_partial_outputs_committed(tmp_path, monkeypatch):
     project = make_project(tmp_path / "project", questions=40)
-    Runner(project, echo=_quiet).run(through="probe")
+    Runner(project, targets=["probe"], echo=_quiet).run()
     _record_times(project, evaluate=3600)  # far more than is left: it may start only because a checkpoint fits
     monkeypatch.setenv("STEP_DELAY", "0.3")
     said: list[str] = []
@@ -256,7 +285,7 @@ def test_a_resumable_stage_is_stopped_before_the_deadline_with_its_partial_outpu
 
 def test_a_changed_command_makes_a_stage_pending_and_a_git_ignored_output_is_refused_before_it_runs(tmp_path):
     project = make_project(tmp_path / "project")
-    Runner(project, echo=_quiet).run(through="prepare")
+    Runner(project, targets=["prepare"], echo=_quiet).run()
     pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
     pipeline["stages"]["prepare"]["cmd"] = "python step.py prepare  # again"
     (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))

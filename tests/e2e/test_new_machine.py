@@ -46,7 +46,7 @@ def _lock(root: Path) -> dict:
 
 def test_a_clone_keeps_the_finished_stages_and_rebuilds_only_the_index(tmp_path, git_identity):
     project = _committed_project(tmp_path / "project")
-    run(["skillrag", "repro", "--through", "train_probe", "--no-push"], project)
+    run(["skillrag", "repro", "train_probe", "--no-push"], project)
     assert run(["git", "status", "--porcelain", "--", "dvc.lock", "data/probe", "reports"], project).stdout == ""
 
     clone = tmp_path / "clone"
@@ -64,7 +64,7 @@ def test_a_clone_keeps_the_finished_stages_and_rebuilds_only_the_index(tmp_path,
     run(["git", "checkout", "--", "reports/timings/prepare.json"], clone)
 
     before = _lock(clone)
-    run(["skillrag", "repro", "--through", "train_adaptive", "--no-push"], clone)
+    run(["skillrag", "repro", "train_adaptive", "--no-push"], clone)
     after = _lock(clone)
     for stage in ("train_router", "extract", "train_probe"):  # the rebuilt index stales none of its readers
         assert after[stage] == before[stage], stage

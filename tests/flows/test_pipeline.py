@@ -19,7 +19,7 @@ def test_the_pipeline_flow_runs_each_stage_as_a_task_and_records_it_in_dvc_lock(
 
     project = make_project(tmp_path / "project")
     with prefect_test_harness(server_startup_timeout=180):
-        assert pipeline_flow(project=str(project), through="probe") == []  # no report, metrics or Data Docs here
+        assert pipeline_flow(project=str(project), targets=["probe"]) == []  # no report, metrics or Data Docs here
         assert [step.state for step in Runner(project).plan()][:4] == ["done"] * 4
         assert [m.split(" (")[0] for m in _messages(project)[:4]] == [
             f"run: stage {s} finished" for s in ("probe", "extract", "index", "prepare")
