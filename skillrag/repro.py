@@ -20,7 +20,8 @@ they depend on (as `dvc repro TARGETS`):
   `checkpoint_s` while it runs, and when SIGINT/SIGTERM arrives: the signal is forwarded, the stage
   stops after the item in flight, its partial outputs are committed, and the run exits non-zero.
 - with a deadline (`--budget` / `--until`), a stage starts only when its recorded wall time
-  (reports/timings/<stage>.json) fits, a resumable one when a checkpoint fits; a stage whose cached
+  (reports/timings/<stage>.json) fits, a resumable one when a checkpoint fits (one that does not
+  fit leaves the time to a later stage that does not depend on it); a stage whose cached
   output is a DVC dependency of a pending stage runs only together with that consumer (the output
   would be lost with the machine), and the stage in flight is stopped `margin_s` before the end.
 """
@@ -107,6 +108,7 @@ class Step:
     why: str = ""
     forced: bool = False
     wanted: bool = True  # a target, or a stage a target depends on (every stage when none is given)
+    waits_for: tuple[str, ...] = ()  # the stages it depends on directly that are not done
     estimate_s: float | None = None
     estimate_note: str = ""
     restores: list[Restore] = field(default_factory=list)  # absent inputs brought back before it runs
@@ -198,7 +200,7 @@ class Runner:
                 elif upstream:
                     step.state, step.why = AFTER, f"after {upstream[0]}"
                 state[step.name] = step.state
-                step.wanted = step.name in wanted
+                step.wanted, step.waits_for = step.name in wanted, tuple(upstream)
         self._restores(steps, producers, in_cache)
         self._estimates(steps)
         return steps
@@ -366,10 +368,11 @@ class Runner:
     # ----- dry run -------------------------------------------------------------------------------
 
     def describe(self) -> list[str]:
-        """What a run would do: one line per stage (state, estimate, restores, the budget's verdict)."""
+        """What a run would do: one line per stage (state, estimate, restores, the budget's verdict),
+        as `next_stage` would choose them one after another."""
         steps = self.plan()
         by_name = {s.name: s for s in steps}
-        remaining, admitted, stopped = self._remaining(), set(), False
+        remaining, admitted, started = self._remaining(), set(), set()
         lines = []
         for index, step in enumerate(steps):
             if not step.wanted:
@@ -381,17 +384,16 @@ class Runner:
             state = "pending" if step.state == PENDING else f"pending ({step.why})"
             line = f"{step.name}: {state}, {_minutes(step.estimate_s)}{note}"
             line += "".join(f"; would {r.describe()}" for r in step.restores)
-            if stopped:
-                line += "; not in this budget"
-            else:
-                ok, why = self.admit(steps, index, remaining, admitted)
-                line += f"; {why}" if why else ""
-                stopped = not ok
-                if ok:
-                    admitted.update(s.name for s in self.job(steps, index)[0])
-                if ok and remaining is not None:
-                    remaining -= self._cost(step, by_name) or 0.0
-                    stopped = remaining <= 0  # a resumable stage let in to checkpoint takes the rest
+            if not set(step.waits_for) <= started or (remaining is not None and remaining <= 0):
+                lines.append(line + "; not in this budget")
+                continue
+            ok, why = self.admit(steps, index, remaining, admitted)
+            line += f"; {why}" if why else ""
+            if ok:
+                started.add(step.name)
+                admitted.update(s.name for s in self.job(steps, index)[0])
+                if remaining is not None:
+                    remaining -= self._cost(step, by_name) or 0.0  # a resumable stage let in to checkpoint takes the rest
             lines.append(line)
         return lines
 
@@ -411,21 +413,23 @@ class Runner:
         return ran
 
     def next_stage(self) -> str | None:
-        """The next pending stage allowed to start now, or None (every wanted stage done, or the
-        deadline; it says which)."""
+        """The first pending stage, in order, that can start now (everything it depends on done)
+        and fits the deadline; a stage that does not fit leaves the time to a later one that does
+        not depend on it. None when every wanted stage is done (it says so) or none fits."""
         steps = self.plan()
+        if all(step.state == DONE for step in steps if step.wanted):
+            self.echo(f"{' and '.join(self.targets)} and what {'they depend' if len(self.targets) > 1 else 'it depends'} on: done"
+                      if self.targets else "every stage is done")
+            return None
         for index, step in enumerate(steps):
-            if step.state == DONE or not step.wanted:
+            if step.state == DONE or not step.wanted or step.waits_for:
                 continue
             ok, why = self.admit(steps, index, self._remaining(), self._admitted)
             if why:
                 self.echo(why)
-            if not ok:
-                return None
-            self._admitted.update(s.name for s in self.job(steps, index)[0])
-            return step.name
-        self.echo(f"{' and '.join(self.targets)} and what {'they depend' if len(self.targets) > 1 else 'it depends'} on: done"
-                  if self.targets else "every stage is done")
+            if ok:
+                self._admitted.update(s.name for s in self.job(steps, index)[0])
+                return step.name
         return None
 
     def run_stage(self, name: str) -> bool:

@@ -234,15 +234,31 @@ def test_a_stage_without_a_recorded_time_is_estimated_at_the_largest_and_a_chang
     assert Runner(project).describe()[0].startswith("prepare: pending, ")
 
 
+def _add_stage(project: Path, name: str, dep: str, position: int) -> None:
+    """A stage `name` reading `dep`, written at `position` in dvc.yaml, committed."""
+    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
+    stages = list(pipeline["stages"].items())
+    stage = {"cmd": f"python step.py {name}", "deps": [dep], "outs": _timed(f"reports/timings/{name}.json")}
+    pipeline["stages"] = dict([*stages[:position], (name, stage), *stages[position:]])
+    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    _sh(project, "git", "commit", "-qam", f"stage {name}")
+
+
+def test_a_stage_that_does_not_fit_leaves_the_time_to_a_later_one_that_does_not_need_it(tmp_path):
+    project = make_project(tmp_path / "project")
+    _add_stage(project, "classify", "data/questions.txt", position=6)  # listed last, needs only the questions
+    Runner(project, targets=["index"], echo=_quiet).run()
+    _record_times(project, extract=40 * 60, probe=10 * 60, evaluate=2 * 3600, summarize=5, classify=60)
+    deadline = datetime.now(UTC) + timedelta(minutes=45)
+    dry = Runner(project, deadline=deadline, margin_s=60).describe()
+    assert "extract + probe need ~50.0 min" in dry[2] and all(line.endswith("not in this budget") for line in dry[3:6])
+    assert dry[6].startswith("classify: pending") and "not" not in dry[6]
+    assert Runner(project, deadline=deadline, margin_s=60, echo=_quiet).run() == ["classify"]
+
+
 def test_targets_run_with_what_they_depend_on_and_nothing_else(tmp_path):
     project = make_project(tmp_path / "project")
-    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
-    stages = list(pipeline["stages"].items())  # a stage listed before evaluate that evaluate does not need
-    classify = {"cmd": "python step.py classify", "deps": ["data/rows.txt"], "outs": _timed("reports/timings/classify.json")}
-    pipeline["stages"] = dict(stages[:4] + [("classify", classify)] + stages[4:])
-    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
-    _sh(project, "git", "commit", "-qam", "classify")
-
+    _add_stage(project, "classify", "data/rows.txt", position=4)  # listed before evaluate, which does not need it
     dry = Runner(project, targets=["evaluate"]).describe()
     assert [line.split(":")[0] for line in dry] == ["prepare", "index", "extract", "probe", "evaluate"]
     said: list[str] = []
