@@ -119,3 +119,18 @@ def test_pr_comment_against_a_ref_leads_with_dvcs_metrics_diff(workspace):
     assert "dvc params diff --md main" in body and "report.cases" in body
     assert "![prober reliability](reports/figures/probe_reliability.png)" in body  # links relative to the comment
     assert not workspace.report.exists()  # the stage's report is not touched
+
+
+def test_the_router_section_says_how_many_fixable_states_its_choices_fixed_as_run_and_held_out(workspace):
+    from skillrag.skills.calibration import choice_report
+
+    qd, ef, stop = "question_decomposition", "evidence_focusing", "exit"
+    fixers = [frozenset({qd}), frozenset({qd, ef}), frozenset(), frozenset()]
+    write_json(workspace.router_metrics, {
+        "trained": False, "reason": "too few states",
+        "router_as_run": {"router": "prompt", **choice_report([qd, ef, qd, stop], fixers)},
+        "prompt_router": {"fitted_cv_choices": choice_report([qd, stop, stop, stop], fixers)},
+    })
+    text = report(PARAMS, workspace).read_text()
+    assert "its choice fixed 2 of the 2 states some skill fixed; accuracy 0.75" in text
+    assert "did not see (cross-validated): fixed 1 of 2, accuracy 0.75" in text
