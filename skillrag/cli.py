@@ -113,16 +113,16 @@ def train_probe() -> None:
     CV), choose each decision point's acceptance cut on dev by what it does to answers, report dev AUROC
     with intervals next to the entropy baseline's and what each cut does (reports/probe_metrics.json);
     the prober is written only if the probe gate passes. Needs train-router's retry rates."""
+    from skillrag.report.tables import decision_points
+
     report, paths = _run_stage("train-probe")
     for note in report["notes"]:
         console.print(f"[yellow]note:[/] {note}")
     recipe = report["recipe"]
     console.print(f"recipe: {recipe['name']}, pooling {recipe['pooling']}, {recipe['network']}, {len(recipe['layers'])} layer(s)")
-    cuts = report["cuts"]
-    points = [("before_retrieval", cuts["before_retrieval"], "retrieves")]
-    points += [(f"after_evidence ({method})", cut, "retries") for method, cut in sorted(cuts["after_evidence"].items())]
-    for point, cut, what in points:
-        if cut["n"]:
+    for point, cut in decision_points(report["cuts"]):
+        if cut and cut["n"]:
+            what = "retrieves" if point == "before_retrieval" else "retries"
             console.print(
                 f"{point}: cut {cut['cut']:.3f} {what} {cut['reject_rate']:.0%} of dev answers, dev ACC {cut['acc']:.3f} "
                 f"(all: {cut['acc_reject_all']:.3f}, none: {cut['acc_accept_all']:.3f})"

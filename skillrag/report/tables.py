@@ -188,6 +188,13 @@ def skill_table(inputs: Inputs) -> str | None:
     return markdown_table(["method", "skill", "rounds", "share of routing decisions", "its answer right (ACC)"], rows)
 
 
+def decision_points(cuts: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any] | None]]:
+    """The prober's cuts (probe_metrics.json's `cuts`) as (decision point, cut): before retrieval,
+    then after evidence for each gated method, which has its own."""
+    points: list[tuple[str, Mapping[str, Any] | None]] = [("before_retrieval", cuts.get("before_retrieval"))]
+    return points + [(f"after_evidence ({method})", cut) for method, cut in sorted(cuts.get("after_evidence", {}).items())]
+
+
 def probe_table(probe: Mapping[str, Any]) -> str | None:
     """The prober on dev (reports/probe_detail.json): AUROC with its interval next to the
     entropy baseline's, the recipe, and what each decision point's cut does to dev answers (after
@@ -209,12 +216,10 @@ def probe_table(probe: Mapping[str, Any]) -> str | None:
             f"calibration error {fmt(ens.get('ece'))}. {probe.get('vs_entropy', {}).get('text', '')}. Recipe: "
             f"{recipe.get('name')}, pooling {recipe.get('pooling')}, {recipe.get('network')}, "
             f"{len(recipe.get('layers', []))} layer(s).")
-    cuts = probe.get("cuts", {})
-    points = [("before_retrieval", cuts.get("before_retrieval"), ("retrieves", "always retrieve", "never retrieve"))]
-    points += [(f"after_evidence ({method})", cut, ("retries", "always retry", "never retry"))
-               for method, cut in sorted(cuts.get("after_evidence", {}).items())]
     rows = []
-    for point, cut, (reject, everything, nothing) in points:
+    for point, cut in decision_points(probe.get("cuts", {})):
+        reject, everything, nothing = (("retrieves", "always retrieve", "never retrieve") if point == "before_retrieval"
+                                       else ("retries", "always retry", "never retry"))
         if cut and cut.get("n"):
             null = " (the null: no gain beyond noise)" if cut.get("is_null") else ""
             rows.append([point, f"{cut['cut']:.3f}{null}", f"{reject} {cut['reject_rate']:.0%}", fmt(cut["acc"]),

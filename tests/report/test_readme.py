@@ -39,3 +39,20 @@ def test_without_a_run_the_block_says_so_and_a_readme_without_markers_is_refused
     readme.write_text("# no markers\n")
     with pytest.raises(ValueError, match="no results block"):
         update_readme(readme, tmp_path)
+
+
+def test_the_prober_line_names_each_decision_point_with_its_own_cut(tmp_path):
+    """probe_metrics.json as train_probe writes it: one cut before retrieval, one per gated method
+    after evidence (a flat reading of `cuts` crashed the runner's README update after train_probe)."""
+    from skillrag.paths import Paths
+    from tests.report.conftest import write_probe_reports
+
+    paths = Paths(tmp_path)
+    write_probe_reports(paths)
+    metrics = json.loads(paths.probe_metrics.read_text())
+    paths.probe_metrics.write_text(json.dumps({**metrics, "ece": 0.1, "layers": 2, "network": "logistic", "pooling": "answer_last",
+                                               "vs_entropy": "no_better"}))
+    block = results_block(paths.reports)
+    assert "before_retrieval: cut 0.600 rejects 90% of dev answers" in block
+    assert "after_evidence (probing_rag): cut 0.600" in block and "after_evidence (skill_rag): cut 0.000 rejects 0%" in block
+    assert "over 2 layers" in block
