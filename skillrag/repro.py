@@ -503,21 +503,24 @@ class Runner:
     def _kept(self, step: Step) -> list[str]:
         """What a stage's commits carry: its git-tracked outputs and, for a resumable stage, the
         wall time of its stopped legs (skillrag.stages.timing), so that the leg which finishes it on
-        another machine records the stage's whole time; the finishing commit removes the file."""
+        another machine records the stage's whole time; the finishing commit removes the file. A
+        project that git-ignores the legs file only loses that: its legs stay on the machine."""
         if not step.resumable:
             return list(step.git_outs)
         from skillrag.paths import Paths
         from skillrag.stages.timing import _legs_file
 
-        return [*step.git_outs, _legs_file(Paths(self.root), step.name).relative_to(self.root).as_posix()]
+        legs = _legs_file(Paths(self.root), step.name).relative_to(self.root).as_posix()
+        ignored = self._in_git() and self._git("check-ignore", "-q", "--no-index", legs, check=False).returncode == 0
+        return list(step.git_outs) if ignored else [*step.git_outs, legs]
 
     def _check_trackable(self, step: Step) -> None:
-        """Fail before hours of compute, not after: what its commits carry must not be git-ignored."""
+        """Fail before hours of compute, not after: a git-tracked output must not be git-ignored."""
         if not (self.git and self._in_git()):
             return
-        for out in self._kept(step):
+        for out in step.git_outs:
             if self._git("check-ignore", "-q", "--no-index", out, check=False).returncode == 0:
-                raise ConfigError(f"{step.name}'s {out} is git-ignored: un-ignore it in .gitignore (`!/{out}`)")
+                raise ConfigError(f"{step.name}'s output {out} is git-ignored: un-ignore it in .gitignore (`!/{out}`)")
 
     def _execute(self, step: Step) -> bool:
         """Run the stage's command, its outputs removed first as DVC does (persistent ones kept

@@ -198,6 +198,18 @@ def test_sigterm_commits_the_partial_traces_and_a_fresh_clone_finishes_them_as_o
     assert _sh(clone, "git", "ls-files", LEGS).stdout == ""  # the finishing commit removed the stopped legs
 
 
+def test_a_project_that_ignores_the_legs_file_still_commits_a_stopped_stage(tmp_path, monkeypatch):
+    project = make_project(tmp_path / "project", questions=40)
+    (project / ".gitignore").write_text("/.skillrag/\n")  # as projects did before the legs were carried
+    _sh(project, "git", "commit", "-qam", "ignore .skillrag")
+    Runner(project, targets=["probe"], echo=_quiet).run()
+    monkeypatch.setenv("STEP_DELAY", "0.3")
+    runner = Runner(project, deadline=datetime.now(UTC) + timedelta(seconds=64), margin_s=60, checkpoint_s=1, echo=_quiet)
+    assert runner.run() == ["evaluate"]
+    assert _sh(project, "git", "show", "HEAD:data/runs/traces.jsonl").stdout  # partial traces committed
+    assert (project / LEGS).is_file() and _sh(project, "git", "ls-files", LEGS).stdout == ""  # the legs stay here
+
+
 def _record_times(project: Path, **seconds: float) -> None:
     for stage, wall_s in seconds.items():
         (project / "reports" / "timings" / f"{stage}.json").write_text(json.dumps({"stage": stage, "wall_s": wall_s}))
