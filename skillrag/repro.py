@@ -536,7 +536,9 @@ class Runner:
         if main:
             interrupts.install()  # a signal reaches this loop, which forwards it (the child has its own session)
         self.echo(f"+ {step.cmd}")
-        child = subprocess.Popen(step.cmd, shell=True, cwd=self.root, env=self._env, start_new_session=True)
+        # The shell traps SIGTERM / SIGINT so that it waits for the stage to stop: otherwise it dies at
+        # once and the stage would still be writing its last outputs (and stopped legs) when they are committed.
+        child = subprocess.Popen(f"trap : TERM INT; {step.cmd}", shell=True, cwd=self.root, env=self._env, start_new_session=True)
         signum, stopping, started = None, False, time.monotonic()
         next_checkpoint = started + self.checkpoint_s
         while True:

@@ -29,7 +29,10 @@ STEP = '''
 import json, os, pathlib, signal, sys, time
 from skillrag.paths import Paths
 from skillrag.stages.timing import timed
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # as a real stage: its stopped leg is kept
+def stop(*_):  # as a real stage: it finishes the item in flight, then keeps its stopped leg
+    time.sleep(0.5)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stop)
 stage, started = sys.argv[1], time.monotonic()
 P = pathlib.Path
 def write(path, text):
