@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skillrag.report.tables import STANDARD_STAGES, markdown_table
+from skillrag.report.tables import markdown_table, routed
 
 MAX_CELL = 160
 
@@ -20,7 +20,7 @@ Row = dict[str, Any]
 
 
 def _routed(trace: Row) -> bool:
-    return any(r["stage"] not in STANDARD_STAGES for r in trace["rounds"])
+    return any(routed(r) for r in trace["rounds"])
 
 
 def _right(trace: Row) -> bool:

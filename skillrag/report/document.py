@@ -21,7 +21,7 @@ from skillrag.report.evidence_gain import evidence_gain_table
 from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.loop import loop_section
 from skillrag.report.outcomes import outcome_frame
-from skillrag.report.paired import LEVEL, RESAMPLES, SEED, comparisons
+from skillrag.report.paired import ALPHA, INDISTINGUISHABLE, LEVEL, RESAMPLES, SEED, comparisons
 from skillrag.report.provenance import model_line, provenance_section
 from skillrag.report.tables import (
     cost_table,
@@ -97,10 +97,10 @@ def _paired(inputs: Inputs, datasets: Sequence[str], in_domain: Sequence[str]) -
         "Strict ACC of two methods on the same questions (first minus second, in points): "
         f"the {LEVEL:.0%} interval resamples questions ({RESAMPLES} paired bootstrap resamples, seed {SEED}), keeping each "
         "question's two outcomes together; **won** / **lost** count the questions only the first / only the second "
-        "got right; **McNemar p** is the exact two-sided test on those questions. Where the interval covers 0 the "
-        f"two are not distinguishable at this n. The table holds {tests} tests: at p < 0.05 about {0.05 * tests:.1f} "
-        "would come out significant by chance alone if no method differed, so read the Holm-adjusted p "
-        "(family-wise over the whole table) before calling one method better.\n\n" + table
+        f"got right; **McNemar p** is the exact two-sided test on those questions. The table holds {tests} tests: at "
+        f"p < {ALPHA} about {ALPHA * tests:.1f} would come out significant by chance alone if no method differed, so "
+        f"the **reading** calls one method higher only where the Holm-adjusted p (family-wise over the whole table) "
+        f"is below {ALPHA}; elsewhere the two are {INDISTINGUISHABLE}.\n\n" + table
     )
 
 

@@ -27,6 +27,7 @@ from skillrag.report.outcomes import KEY
 RESAMPLES = 2000
 SEED = 0
 LEVEL = 0.95
+ALPHA = 0.05  # family-wise, after Holm's adjustment
 INDISTINGUISHABLE = "not distinguishable at this n"
 
 
@@ -47,10 +48,13 @@ class Paired:
         """The interval leaves out 0."""
         return self.low > 0 or self.high < 0
 
-    def words(self, first: str, second: str) -> str:
-        if not self.distinguishable:
-            return INDISTINGUISHABLE
-        return f"{first} higher" if self.difference > 0 else f"{second} higher"
+
+def reading(test: Paired, first: str, second: str, adjusted_p: float) -> str:
+    """Which of two methods scored higher, said only where `adjusted_p` (the test's McNemar p
+    adjusted for every test it is read with) is below ALPHA; the direction is the difference's."""
+    if adjusted_p >= ALPHA or test.difference == 0:
+        return INDISTINGUISHABLE
+    return f"{first} higher" if test.difference > 0 else f"{second} higher"
 
 
 def _mean_difference(first: np.ndarray, second: np.ndarray, axis: int = -1) -> np.ndarray:

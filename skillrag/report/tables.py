@@ -20,11 +20,17 @@ import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
 from skillrag.report.inputs import Inputs
-from skillrag.report.paired import aligned, paired, scopes
+from skillrag.report.paired import aligned, paired, reading, scopes
 
 RESAMPLES = 1000
 SEED = 0
-STANDARD_STAGES = ("no_retrieval", "retrieval", "requery")
+
+
+def routed(round_: Mapping[str, Any]) -> bool:
+    """Whether a router chose this round's skill: its stage is one of the options scored behind
+    the choice (`Round.router_scores`). FLARE's, DRAGIN's and IRCoT's rounds carry no scores;
+    Adaptive-RAG's "complexity" round scores strategies, not itself."""
+    return round_["stage"] in (round_.get("router_scores") or {})
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -80,8 +86,9 @@ def paired_table(
     """One row per comparison (first vs second) and scope (each dataset, then the in-domain, OOD
     and overall pools of their questions): the ACC difference in points with its paired bootstrap
     interval, questions won and lost, the exact McNemar p and its Holm adjustment over every test
-    of the table, and the reading; with the number of tests. None when no pair was evaluated."""
-    rows, p_values = [], []
+    of the table, and the reading by the adjusted p; with the number of tests. None when no pair
+    was evaluated."""
+    rows, tests = [], []
     for first, second in pairs:
         a, b = outcomes[outcomes["method"] == first], outcomes[outcomes["method"] == second]
         for scope, members in scopes(datasets, in_domain):
@@ -89,15 +96,15 @@ def paired_table(
             if not len(right_a):
                 continue
             test = paired(right_a, right_b)
-            p_values.append(test.p_value)
+            tests.append((test, first, second))
             rows.append([f"{first} vs {second}", scope, str(test.n),
                          f"{100 * test.difference:+.1f} ({100 * test.low:+.1f} to {100 * test.high:+.1f})",
-                         str(test.won), str(test.lost), f"{test.p_value:.3f}", test.words(first, second)])
+                         str(test.won), str(test.lost), f"{test.p_value:.3f}"])
     if not rows:
         return None
-    holm = multipletests(p_values, method="holm")[1]
-    for row, adjusted in zip(rows, holm):
-        row.insert(7, f"{adjusted:.3f}")
+    holm = multipletests([test.p_value for test, _, _ in tests], method="holm")[1]
+    for row, (test, first, second), adjusted in zip(rows, tests, holm):
+        row += [f"{adjusted:.3f}", reading(test, first, second, adjusted)]
     header = ["comparison", "scope", "n", "ACC difference, points (95% interval)", "won", "lost",
               "McNemar p", f"Holm p ({len(rows)} tests)", "reading"]
     return markdown_table(header, rows), len(rows)
@@ -165,8 +172,9 @@ def gate_table(inputs: Inputs) -> str | None:
 
 def skill_table(inputs: Inputs) -> str | None:
     """Per method that routed: how often each skill (exit included) was chosen, and how often the
-    round it wrote was right by gold (ACC of that round's answer, stored scores aside). None when
-    no method routed."""
+    round it wrote was right by gold (ACC of that round's answer, stored scores aside). Only the
+    router's decisions count (`routed`): the rounds of FLARE, DRAGIN, IRCoT or Adaptive-RAG are
+    none. None when no method routed."""
     from skillrag.metrics import accuracy
 
     rows = []
@@ -175,7 +183,7 @@ def skill_table(inputs: Inputs) -> str | None:
         right: Counter[str] = Counter()
         for trace in inputs.all_traces(method):
             for round_ in trace["rounds"]:
-                if round_["stage"] in STANDARD_STAGES:
+                if not routed(round_):
                     continue
                 chosen[round_["stage"]] += 1
                 if round_["stage"] != "exit" and accuracy(round_["answer"], trace["golds"]):

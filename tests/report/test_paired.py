@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from skillrag.report.outcomes import outcome_frame
-from skillrag.report.paired import INDISTINGUISHABLE, aligned, comparisons, one_sided_p, paired, scopes
+from skillrag.report.paired import (
+    INDISTINGUISHABLE,
+    aligned,
+    comparisons,
+    one_sided_p,
+    paired,
+    reading,
+    scopes,
+)
 from skillrag.report.tables import paired_table
 
 
@@ -14,20 +22,32 @@ def test_ten_wins_and_no_loss_give_the_exact_mcnemar_p():
     assert (test.won, test.lost, test.n) == (10, 0, 30)
     assert test.p_value == pytest.approx(2 * 0.5**10)  # ~0.002
     assert test.difference == pytest.approx(1 / 3) and 0 < test.low < 1 / 3 < test.high
-    assert test.words("a", "b") == "a higher"
+    assert reading(test, "a", "b", test.p_value) == "a higher"
+    assert reading(paired([0] * 30, [1] * 10 + [0] * 20), "a", "b", 0.002) == "b higher"
 
 
 def test_identical_lists_give_a_zero_interval_and_p_one():
     test = paired([1, 0, 1, 1, 0], [1, 0, 1, 1, 0])
     assert (test.difference, test.low, test.high, test.p_value) == (0.0, 0.0, 0.0, 1.0)
-    assert test.words("a", "b") == INDISTINGUISHABLE
+    assert reading(test, "a", "b", test.p_value) == INDISTINGUISHABLE
 
 
 def test_balanced_changes_are_not_distinguishable_and_the_interval_is_seeded():
     first, second = [1, 0] * 10, [0, 1] * 10
     test = paired(first, second)
-    assert test.low < 0 < test.high and test.words("a", "b") == INDISTINGUISHABLE
+    assert test.low < 0 < test.high and reading(test, "a", "b", test.p_value) == INDISTINGUISHABLE
     assert paired(first, second) == test
+
+
+def test_the_reading_rests_on_the_adjusted_p_not_on_the_interval():
+    """Five wins and no loss in 30: the bootstrap interval leaves out 0, but the exact McNemar p
+    is 2 * 0.5**5 = 0.0625, so no method is called higher; a p adjusted past 0.05 neither."""
+    test = paired([1] * 5 + [0] * 25, [0] * 30)
+    assert test.distinguishable and test.p_value == pytest.approx(0.0625)
+    assert reading(test, "a", "b", test.p_value) == INDISTINGUISHABLE
+    strong = paired([1] * 12 + [0] * 18, [0] * 30)
+    assert reading(strong, "a", "b", strong.p_value) == "a higher"
+    assert reading(strong, "a", "b", 0.06) == INDISTINGUISHABLE  # e.g. after Holm over many tests
 
 
 def test_one_sided_p_counts_only_changes_for_the_worse():

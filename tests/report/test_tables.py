@@ -9,3 +9,24 @@ def test_the_timing_table_lists_each_stage_and_their_total():
     assert "| extract | 45.0 | 2 |" in table and "| evaluate-skill_rag | 15.0 | 1 |" in table
     assert "**60.0** (1.00 h)" in table
     assert timing_table({}) is None
+
+
+def test_the_skill_table_counts_the_routers_decisions_only():
+    """A FLARE round (or DRAGIN's, IRCoT's) and Adaptive-RAG's strategy choice are no skill
+    routing: those methods get no row, and a skill_rag trace counts its skill and its exit."""
+    from dataclasses import asdict
+
+    from skillrag.methods.trace import Round, Trace
+    from skillrag.report.inputs import Inputs
+    from skillrag.report.tables import skill_table
+    from tests.report.conftest import skill_trace
+
+    flare = Trace("nq-0", "nq", "Who?", ["gold 0"], "flare", [Round(0, "flare", "gold 0"), Round(1, "answer", "gold 0")])
+    complexity = Round(0, "complexity", "", router_scores={"no_retrieval": 0.2, "single_step": 0.7, "ircot": 0.1})
+    adaptive = Trace("nq-0", "nq", "Who?", ["gold 0"], "adaptive_rag", [complexity, Round(1, "retrieval", "gold 0")])
+    traces = {"flare": {"nq": [asdict(flare)]}, "adaptive_rag": {"nq": [asdict(adaptive)]},
+              "skill_rag": {"nq": [asdict(skill_trace(1, "nq", "evidence_focusing", True, None)),
+                                   asdict(skill_trace(2, "nq", "exit", False, None))]}}
+    inputs = Inputs({m: {"nq": {}} for m in traces}, traces, {}, {}, {}, {}, {}, {}, {})
+    rows = skill_table(inputs).splitlines()[2:]
+    assert rows == ["| skill_rag | evidence_focusing | 1 | 50% | 1 |", "| skill_rag | exit | 1 | 50% | 0 |"]
