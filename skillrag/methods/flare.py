@@ -29,6 +29,7 @@ from skillrag.methods.base import Components, Meter, Method, Session, cot_attemp
 from skillrag.methods.thresholds import resolve_threshold
 from skillrag.methods.tokens import Sentence, token_sentences
 from skillrag.prompts.cot import STOP, cot_prompt, parse_answer
+from skillrag.text import ANSWER_LINE
 
 THETA = "methods.flare.theta"
 _WORD = re.compile(r"\w")
@@ -43,9 +44,11 @@ def lowest_probability(generation: Generation, max_sentences: int) -> float:
 
 
 def masked_query(pieces: list[str], probs: list[float], theta: float) -> str:
-    """The sentence without its tokens of probability below theta, whitespace folded; "" when no
-    word is left."""
+    """The sentence without its tokens of probability below theta and without the prompt's
+    `Answer:` label (an answer line whose answer is masked would search for the word "Answer"),
+    whitespace folded; "" when no word is left."""
     kept = "".join(piece for piece, p in zip(pieces, probs) if p >= theta)
+    kept = ANSWER_LINE.sub(lambda line: " " + line["answer"], kept)
     query = " ".join(kept.split())
     return query if _WORD.search(query) else ""
 

@@ -83,6 +83,17 @@ def test_when_masking_leaves_no_word_the_query_is_the_question_and_the_kept_text
     assert trace.rounds[-1].reasoning == "Zemeckis directed it. He was born in 1952."
 
 
+def test_an_answer_line_whose_answer_is_masked_searches_with_the_question_not_the_label():
+    replies = [
+        scripted([" Zemeckis", " directed", " it", "."], stopped_by="length"),
+        scripted(ANSWER_LINE, probs=[0.9, 0.9, 0.9, LOW, LOW]),
+        with_passages(*ANSWER_LINE),
+    ]
+    trace, _, retriever = run(replies)
+    assert retriever.queries == ["Who directed Cast Away? Zemeckis directed it."]
+    assert trace.answer == "Robert Zemeckis"
+
+
 def test_the_token_budget_ends_the_cot_without_an_answer():
     trace, lm, _ = run([scripted([" Zemeckis", " directed", " it", " and", " then"], stopped_by="length")], max_new_tokens=5)
     assert len(lm.calls) == 1
