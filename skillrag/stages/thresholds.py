@@ -16,7 +16,10 @@ answers the prober rejects before retrieval (Probing-RAG's retrieval rate, measu
 generations at the cut in force, `probe.threshold` included), so the baselines retrieve as often
 as Probing-RAG does on dev and differ only in when. A target that some trigger cannot give (no
 threshold's rate within half a question of it, e.g. when its scores tie), or one that leaves a
-trigger never retrieving, is refused.
+trigger never retrieving, is refused. entropy_rag answers through the prober's answer path,
+which rejects a closed-book answer without an `Answer:` line at any cut (skillrag.answering):
+such questions retrieve whatever the cut, so its cut aims the other questions at what the target
+leaves them, and its rates count both.
 """
 
 from __future__ import annotations
@@ -43,21 +46,40 @@ RULE = (
     "RIND > threshold; entropy_rag iff the mean token entropy > cut. Candidates: midpoints between adjacent "
     "distinct dev scores, and just beyond each extreme score (by 1% of the range); ties go to fewer retrievals. "
     "Refused: a target no candidate gives within half a question, and one that leaves a trigger never retrieving. "
-    "Target probing_rag: the share of the same closed-book answers the prober rejects before retrieval."
+    "Target probing_rag: the share of the same closed-book answers the prober rejects before retrieval. "
+    "entropy_rag retrieves on a CoT without an Answer: line at any cut; its rates count those questions."
 )
 
 
 @dataclass(frozen=True)
 class Trigger:
     """A baseline's first decision on a closed-book CoT: its score, whether retrieval is
-    triggered above the threshold (else below), and whether the score needs the attention
-    summary (not in extract's rows: that CoT is generated again)."""
+    triggered above the threshold (else below), whether the score needs the attention summary
+    (not in extract's rows: that CoT is generated again), and whether a CoT without an answer
+    retrieves at any threshold (`answer_gated`: the method answers through skillrag.answering)."""
 
     method: str
     param: str
     above: bool
     score: Callable[[Generation], float]
     attention: bool = False
+    answer_gated: bool = False
+
+    def forced(self, generation: Generation) -> bool:
+        """Whether this CoT retrieves whatever the threshold."""
+        from skillrag.prompts.cot import parse_answer
+
+        return self.answer_gated and not parse_answer(generation.text).answer
+
+    def pick(self, generations: Sequence[Generation], target: float) -> tuple[float, list[bool]]:
+        """The threshold whose dev retrieval rate, forced questions included, is closest to
+        `target` (skillrag.methods.thresholds.pick_threshold on the questions it decides), and
+        which questions it sends to retrieval."""
+        scores, forced = [self.score(g) for g in generations], [self.forced(g) for g in generations]
+        free = [s for s, f in zip(scores, forced) if not f]
+        left = (target * len(scores) - sum(forced)) / len(free) if free else 0.0
+        value, _ = pick_threshold(free or scores, self.above, min(max(left, 0.0), 1.0))
+        return value, [f or retrieval_rate([s], value, self.above) == 1.0 for s, f in zip(scores, forced)]
 
 
 def triggers(params: Params) -> list[Trigger]:
@@ -65,7 +87,7 @@ def triggers(params: Params) -> list[Trigger]:
     return [
         Trigger("flare", THETA, False, lambda g: lowest_probability(g, sentences)),
         Trigger("dragin", THRESHOLD, True, highest_rind, attention=True),
-        Trigger("entropy_rag", CUT, True, mean_entropy),
+        Trigger("entropy_rag", CUT, True, mean_entropy, answer_gated=True),
     ]
 
 
@@ -110,24 +132,31 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
         "triggers": {},
     }
     for trigger in triggers(params):
-        scores = [trigger.score(g) for g in (generated if trigger.attention else stored)]
-        value, rate = pick_threshold(scores, trigger.above, target)
+        pool = generated if trigger.attention else stored
+        value, retrieves = trigger.pick(pool, target)
+        scores = [trigger.score(g) for g in pool]
         chosen[trigger.param] = value
         report["triggers"][trigger.method] = {
             "param": trigger.param,
             "value": value,
-            "retrieves_when": f"score {'>' if trigger.above else '<'} value",
-            "dev_retrieval_rate": rate,
+            "retrieves_when": f"score {'>' if trigger.above else '<'} value"
+            + (" or the CoT has no Answer: line" if trigger.answer_gated else ""),
+            "dev_retrieval_rate": _share(retrieves),
             "dev_retrieval_rate_by_dataset": {
-                d: retrieval_rate([s for s, q in zip(scores, questions) if q.dataset == d], value, trigger.above)
-                for d in datasets
+                d: _share([r for r, q in zip(retrieves, questions) if q.dataset == d]) for d in datasets
             },
             "dev_score_range": [min(scores), max(scores)],
         }
+        if trigger.answer_gated:
+            report["triggers"][trigger.method]["dev_no_answer_line"] = sum(map(trigger.forced, pool))
     _refuse_unreached(report["triggers"], target, len(questions))
     write_json(paths.thresholds, {"thresholds": chosen, "target_retrieval_rate": target, "rule": RULE})
     write_json(paths.thresholds_report, report)
     return report
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def _closed_book_rows(paths: Paths, ids: Sequence[str]) -> list[Generation]:

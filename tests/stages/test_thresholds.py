@@ -131,6 +131,19 @@ def test_each_threshold_sends_the_target_share_of_dev_questions_to_retrieval(wor
     assert json.loads(paths.thresholds_report.read_text()) == report
 
 
+def test_entropy_rags_cut_counts_the_cots_without_an_answer_that_retrieve_at_any_cut(workspace):
+    """Two low-entropy CoTs without an `Answer:` line retrieve anyway (no gate accepts them), so
+    of a 30% target the cut sends one more: the highest-entropy answered question."""
+    paths, _ = workspace
+    unanswered = {"nq-0", "hotpotqa-2"}  # mean entropies 0.2 / 8 and 0.1 / 8, the lowest
+    write_closed_book_rows(paths, DevLM(), lambda qid, row: {**row, "text": "It is Paris."} if qid in unanswered else row)
+    entropy, flare = (tune(paths, "tune_thresholds.target_retrieval_rate=0.3")["triggers"][m] for m in ("entropy_rag", "flare"))
+    assert entropy["value"] == pytest.approx((2.0 + 1.8) / 2 / 8)  # between the two highest answered ones
+    assert entropy["dev_retrieval_rate"] == 0.3 and entropy["dev_no_answer_line"] == 2
+    assert entropy["dev_retrieval_rate_by_dataset"] == {"hotpotqa": 0.2, "nq": 0.4}  # hotpotqa-2; nq-0 and nq-1
+    assert flare["value"] == pytest.approx(0.35) and "dev_no_answer_line" not in flare  # FLARE reads no answer line
+
+
 def test_the_default_target_is_the_share_the_prober_rejects_closed_book(workspace):
     paths, _ = workspace
     report = tune(paths)  # prober scores > 0.5 accept: 6 of 10 accepted
