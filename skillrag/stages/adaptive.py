@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,8 @@ from skillrag.config import Params
 from skillrag.paths import Paths
 from skillrag.stages.selection import round_robin
 from skillrag.stages.settings import run_settings
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,7 +30,9 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     (`complexity.needs_multi_step`: a single-hop question neither answered) and, on dev, where the
     classifier routes to it (the routed ACC): traces in data/adaptive_traces/<split>/ircot.jsonl,
     resumable, questions answered concurrently with their LM calls batched. A question whose
-    labelling IRCoT run failed is left out; a routed one that fails counts as wrong, as in evaluate.
+    labelling IRCoT run failed is left out (counted: `ircot_failed`); a routed one that fails counts as
+    wrong, as in evaluate. Train labels of one strategy only give a constant classifier (`constant`,
+    with a warning).
     Then each question's state is read in batched prefills, the logistic regression fit on train
     (data/adaptive/) and measured on dev: accuracy against always the majority train label,
     confusion matrix, and the ACC of routing by it against the two strategies every question has
@@ -54,13 +59,18 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
         kept = [q for q in questions if multi.get(q.id, False) is not None]
         correct = [{**answered[q.id], **({"ircot": bool(multi[q.id])} if q.id in multi else {})} for q in kept]
         labels = [silver_label(c, q.dataset) for c, q in zip(correct, kept)]
-        distribution[split] = _distribution(labels, correct)
+        distribution[split] = {**_distribution(labels, correct), "ircot_failed": len(questions) - len(kept)}
         data[split] = (_states(lm, kept, layers, params.lm.batch_size), labels, correct, kept)
     (x, labels, _, _), (x_dev, dev_labels, dev_correct, dev_questions) = data["train"], data["dev"]
     if not labels:
         raise DataError(
             f"no train question to label: extract answered none closed-book and single-step ({paths.states}), "
             f"or IRCoT failed on each ({paths.adaptive_traces('train', 'ircot')})"
+        )
+    if len(set(labels)) == 1:
+        log.warning(
+            "train_adaptive: every train question has the silver label %r, so the classifier always routes there "
+            "(adaptive_rag becomes that strategy; reports/adaptive_metrics.json says so)", labels[0],
         )
     classifier = fit_classifier(x, labels, layers, runtime.model_identity(params), params.train_adaptive.c)
     classifier.save(paths.adaptive)
@@ -72,6 +82,7 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
     report = {
         "model": lm.name,
         "layers": layers,
+        "constant": labels[0] if len(set(labels)) == 1 else None,  # the one label it learned, if only one
         "train": distribution["train"],
         "dev": {**distribution["dev"], **_dev_scores(predicted, dev_labels, dev_correct, labels)},
     }

@@ -90,7 +90,9 @@ def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_de
     # single-hop (nq) questions neither simpler strategy answered: plans 2 and 3
     assert report["train"] == {
         "questions": 16, "labels": {"no_retrieval": 4, "single_step": 6, "ircot": 6}, "defaulted": 6, "ircot_runs": 4,
+        "ircot_failed": 0,
     }
+    assert report["constant"] is None
     dev = report["dev"]
     assert dev["labels"] == {"no_retrieval": 2, "single_step": 3, "ircot": 3} and (dev["defaulted"], dev["ircot_runs"]) == (3, 2)
     assert dev["accuracy"] == 1.0 and dev["majority_accuracy"] == 3 / 8
@@ -110,6 +112,51 @@ def test_train_adaptive_labels_every_strategy_and_beats_the_majority_label_on_de
     answers = [p.rsplit("\n\n", 1)[-1] for budget, p in lm.prompts if budget > 1]
     assert not [a for a in answers if "Passages:" not in a]
     assert len([a for a in answers if "Passages:" in a and a.endswith("Rationale:")]) == len(train) + len(dev_runs)
+
+
+class ClosedBookLM(AdaptiveLM):
+    """Answers every closed-book question right: every silver label is no_retrieval."""
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None):
+        out = super().generate(prompts, max_new_tokens, stop, capture, prefix)
+        return [
+            Generation(" Found it.\nAnswer: Paris", g.token_ids, g.logprobs, g.entropies, g.prompt_tokens, None, "stop", pooled=g.pooled)
+            if budget > 1 and "Passages:" not in prompt.rsplit("\n\n", 1)[-1] else g
+            for g, (budget, prompt) in zip(out, [(max_new_tokens, p) for p in prompts])
+        ]
+
+
+class FailingIRCoTLM(AdaptiveLM):
+    """Fails IRCoT's second step (a prompt that continues the kept reasoning)."""
+
+    def generate(self, prompts, max_new_tokens, stop=(), capture=None, prefix=None):
+        if any("Passages:" in p.rsplit("\n\n", 1)[-1] and not p.endswith("Rationale:") for p in prompts):
+            raise RuntimeError("scripted IRCoT failure")
+        return super().generate(prompts, max_new_tokens, stop, capture, prefix)
+
+
+def _train(tmp_path, monkeypatch, lm):
+    workspace = make_workspace(tmp_path / "ws")
+    for split, count in (("train", 8), ("dev", 4)):
+        _questions(workspace, split, count)
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
+    overrides = ["train_adaptive.train_questions=16", "train_adaptive.dev_questions=8", "lm.concurrency=1", "lm.batch_size=1"]
+    params, paths = load_params(workspace / "params.yaml", overrides=overrides), Paths(workspace)
+    stages.extract(params, paths)
+    return stages.train_adaptive(params, paths)
+
+
+def test_one_silver_label_gives_a_constant_classifier_with_a_warning(tmp_path, monkeypatch, caplog):
+    report = _train(tmp_path, monkeypatch, ClosedBookLM())
+    assert report["train"]["labels"] == {"no_retrieval": 16, "single_step": 0, "ircot": 0}
+    assert report["constant"] == "no_retrieval" and report["dev"]["accuracy"] == 1.0
+    assert "always routes there" in caplog.text
+
+
+def test_questions_whose_labelling_ircot_failed_are_left_out_and_counted(tmp_path, monkeypatch):
+    report = _train(tmp_path, monkeypatch, FailingIRCoTLM())
+    assert report["train"]["ircot_failed"] == 4 and report["train"]["questions"] == 12  # nq plans 2 and 3 of 8
 
 
 def test_evaluate_opens_the_classifier_only_for_adaptive_rag_and_names_the_stage_when_missing(trained):
