@@ -3,12 +3,14 @@ prober's and router's reports, the failure-space analysis and the gates' results
 
 Traces are read as plain JSON rows (the `skillrag.methods.trace` schema), so the report needs
 neither torch nor the methods. Methods and datasets are whatever `reports/metrics_detail.json`
-holds, so a new method appears in every table without a change here.
+holds, so a new method appears in every table without a change here; methods are listed in the
+registry's order (the paper's comparison first), not the JSON's alphabetical one.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,13 @@ from typing import Any
 from skillrag.errors import ArtifactError
 from skillrag.files import read_jsonl
 from skillrag.paths import Paths
+from skillrag.registry import METHOD_NAMES
+
+
+def in_method_order(methods: Iterable[str]) -> list[str]:
+    """`methods` in the registry's order; a name it does not declare after those, by name."""
+    rank = {name: i for i, name in enumerate(METHOD_NAMES)}
+    return sorted(methods, key=lambda m: (rank.get(m, len(rank)), m))
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,7 @@ class Inputs:
 
     @property
     def methods(self) -> list[str]:
-        return list(self.detail)
+        return in_method_order(self.detail)
 
     def datasets(self, order: list[str]) -> list[str]:
         """The evaluated datasets, in `order` first, then any other in name order."""
