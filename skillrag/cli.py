@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,10 +35,11 @@ app = typer.Typer(
 console = Console(stderr=True)
 
 
+@dataclass
 class _State:
     params_file: Path = Path("params.yaml")
     profile: str | None = None
-    overrides: list[str] = []
+    overrides: list[str] = field(default_factory=list)
 
     def params(self) -> Params:
         return load_params(self.params_file, self.profile, self.overrides)
@@ -443,7 +445,7 @@ def exp(
     console.print(shlex.join(command), highlight=False, soft_wrap=True)
     if not dry_run:  # dvc, and the stages' `skillrag` commands, from this interpreter's environment
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        raise typer.Exit(subprocess.run(command, cwd=state.params_file.resolve().parent, env=env).returncode)
+        raise typer.Exit(subprocess.run(command, cwd=state.params_file.resolve().parent, env=env, check=False).returncode)
 
 
 @app.command()

@@ -29,7 +29,7 @@ def make_project(root: Path) -> Path:
 
 def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3000)
+    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=3000, check=False)
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
 

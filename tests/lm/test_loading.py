@@ -8,7 +8,13 @@ import torch
 
 from skillrag.lm import ModelLoadError, load_lm, loading
 from skillrag.lm.bundled import BUNDLED, MANIFEST
-from skillrag.lm.loading import cpu_has_bf16, model_identity, resolve_device, resolve_dtype, resolve_prompt_format
+from skillrag.lm.loading import (
+    cpu_has_bf16,
+    model_identity,
+    resolve_device,
+    resolve_dtype,
+    resolve_prompt_format,
+)
 from skillrag.manifest import write_manifest
 
 

@@ -82,7 +82,7 @@ def test_rare_positives_get_probabilities_on_the_real_scale(make_states, fast_pa
     """Class weights train as if 50/50; the prior shift brings the mean P(correct) back near the base rate."""
     features, labels = make_states(600, seed=34, signal=1.0, rate=0.05)
     prober = train_probers(features, labels, fast_params, device="cpu")
-    test_features, test_labels = make_states(2000, seed=35, signal=1.0, rate=0.05)
+    test_features, _ = make_states(2000, seed=35, signal=1.0, rate=0.05)
     assert float(prober.score_batch(test_features).mean()) < 0.15
     paper = train_probers(features, labels, fast_params.model_copy(update={"recipe": "paper"}), device="cpu")
     assert float(paper.score_batch(test_features).mean()) > 0.3

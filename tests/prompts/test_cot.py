@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from skillrag.data.schema import Passage
-from skillrag.prompts.cot import FLEXIBLE_MAX_WORDS, STOP, ParsedAnswer, cot_prompt, format_passages, parse_answer
+from skillrag.prompts.cot import (
+    FLEXIBLE_MAX_WORDS,
+    STOP,
+    ParsedAnswer,
+    cot_prompt,
+    format_passages,
+    parse_answer,
+)
 from tests.fakes import CORPUS
 
 PROMPT = cot_prompt("Who directed Cast Away?", CORPUS[:2]).text
