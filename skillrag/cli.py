@@ -269,8 +269,9 @@ def report(
     out: Annotated[Path | None, typer.Option(help="With --against: write the comment to this file instead of printing it.")] = None,
 ) -> None:
     """reports/report.md (Table-1 quality with intervals, costs, gate and skills, prober
-    calibration, failure space, case studies, data gates, provenance, change against
-    `report.against`) and the gates' Great Expectations Data Docs in data/data_docs/."""
+    calibration, failure space, case studies, data gates, provenance, change against the run
+    before this one, found from `report.against`) and the gates' Great Expectations Data Docs in
+    data/data_docs/."""
     if against is None:
         if out is not None:
             _fail("--out needs --against (the stage always writes reports/report.md)")

@@ -20,6 +20,7 @@ from skillrag.report.paired import LEVEL, outcome_changes
 from skillrag.report.tables import markdown_table
 
 OUTCOMES = "reports/outcomes.csv"
+METRICS = "reports/metrics.json"
 TESTED = ("acc", "em", "no_answer")
 FLIPS_SHOWN = 10  # flipped questions listed per method; the rest are counted
 
@@ -47,14 +48,36 @@ def dvc_diff(root: Path, kind: str, against: str) -> str:
     return table or f"_No {kind} changed against `{against}`._"
 
 
-def committed_outcomes(root: Path, against: str) -> pd.DataFrame | None:
-    """reports/outcomes.csv as committed at `against` (None when it is not there)."""
+def _git_show(root: Path, commit: str, path: str) -> bytes | None:
+    """`path` as committed at `commit` (None when it is not there)."""
     try:
-        done = subprocess.run(["git", "show", f"{against}:./{OUTCOMES}"], cwd=root, capture_output=True,
-                              text=True, timeout=60, check=False)
+        done = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=root, capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return read_outcomes(done.stdout) if done.returncode == 0 else None
+    return done.stdout if done.returncode == 0 else None
+
+
+def previous_run(root: Path, start: str) -> str | None:
+    """The newest commit at or before `start` whose reports/metrics.json differs from the workspace's
+    (or holds none): the run before this one. `skillrag repro` commits summarize's metrics before the
+    report stage runs, so `start` (HEAD) may already hold this run's own. None when there is no such
+    commit (the first committed run) or no git history to read."""
+    current = (root / METRICS).read_bytes() if (root / METRICS).is_file() else None
+    try:
+        done = subprocess.run(["git", "rev-list", start, "--", METRICS], cwd=root, capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for commit in done.stdout.split() if done.returncode == 0 else []:
+        if _git_show(root, commit, METRICS) != current:
+            return commit
+    return None
+
+
+def committed_outcomes(root: Path, against: str) -> pd.DataFrame | None:
+    """reports/outcomes.csv as committed at `against` (None when it is not there)."""
+    committed = _git_show(root, against, OUTCOMES)
+    return None if committed is None else read_outcomes(committed.decode("utf-8"))
 
 
 def flips(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
@@ -116,6 +139,19 @@ def outcomes_section(root: Path, against: str) -> str:
     after = read_outcomes(current.read_text(encoding="utf-8"))
     return (paired_changes(before, after) + f"\n\nQuestions whose strict ACC flipped against `{against}`:\n\n"
             + flipped_questions(before, after))
+
+
+def change_since_previous_run(root: Path, start: str) -> str:
+    """The report stage's "Change against the base": `change_section` against `previous_run`, said
+    which commit that is, or a line saying there is no earlier run to compare with."""
+    base = previous_run(root, start)
+    if base is None and _git_show(root, start, ".") is None:
+        return f"_No comparison: `{start}` is no commit of a git repository here._"
+    if base is None:
+        return (f"_No commit at or before `{start}` holds other metrics than the workspace's `{METRICS}`: this is "
+                "the first committed run, so there is nothing to compare with._")
+    return (f"The base is `{base[:12]}`, the newest commit at or before `{start}` whose `{METRICS}` differs from the "
+            "workspace's: the run before this one.\n\n" + change_section(root, base))
 
 
 def change_section(root: Path, against: str) -> str:

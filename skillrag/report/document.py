@@ -15,7 +15,6 @@ from skillrag.paths import Paths
 from skillrag.registry import studied_method
 from skillrag.report.cases import choose_cases, render_case
 from skillrag.report.data_docs import data_docs_index
-from skillrag.report.diff import change_section
 from skillrag.report.evidence import evidence_section
 from skillrag.report.evidence_gain import evidence_gain_table
 from skillrag.report.inputs import Inputs, load_inputs
@@ -188,9 +187,9 @@ def _data_quality(inputs: Inputs, paths: Paths, base: Path) -> str:
     return table + "\n\n" + docs
 
 
-def render_report(params: Params, paths: Paths, out: Path, against: str, change_first: bool = False) -> str:
-    """The report as markdown, its links relative to `out`'s folder; "Change against the base"
-    compares with git ref `against` (first when `change_first`, as in a PR comment)."""
+def render_report(params: Params, paths: Paths, out: Path, change: str, change_first: bool = False) -> str:
+    """The report as markdown, its links relative to `out`'s folder; `change` is the body of "Change
+    against the base" (skillrag.report.diff), first when `change_first`, as in a PR comment."""
     inputs = load_inputs(paths)
     base = out.parent
     datasets = inputs.datasets(list(DATASETS))
@@ -200,7 +199,7 @@ def render_report(params: Params, paths: Paths, out: Path, against: str, change_
         for name, metric in (("ACC", "acc"), ("EM", "em"))
     )
     sections = [
-        ("Change against the base", change_section(paths.root, against)),
+        ("Change against the base", change),
         ("Answer quality", quality),
         ("Evaluation questions and the corpus", evidence_section(params, paths.questions, datasets)),
         ("Paired comparisons (same questions)", _paired(inputs, datasets, in_domain)),

@@ -172,7 +172,8 @@ def gate_table(inputs: Inputs) -> str | None:
 
 def skill_table(inputs: Inputs) -> str | None:
     """Per method that routed: how often each skill (exit included) was chosen, and how often the
-    round it wrote was right by gold (ACC of that round's answer, stored scores aside). Only the
+    round it wrote was right by gold (ACC of that round's answer, stored scores aside; exit writes
+    no answer of its own). Only the
     router's decisions count (`routed`): the rounds of FLARE, DRAGIN, IRCoT or Adaptive-RAG are
     none. None when no method routed."""
     from skillrag.metrics import accuracy
@@ -190,10 +191,11 @@ def skill_table(inputs: Inputs) -> str | None:
                     right[round_["stage"]] += 1
         total = sum(chosen.values())
         for skill, n in sorted(chosen.items()):
-            rows.append([method, skill, str(n), f"{n / total:.0%}", str(right[skill])])
+            answers = "–" if skill == "exit" else f"{right[skill]} ({right[skill] / n:.0%})"
+            rows.append([method, skill, str(n), f"{n / total:.0%}", answers])
     if not rows:
         return None
-    return markdown_table(["method", "skill", "rounds", "share of routing decisions", "its answer right (ACC)"], rows)
+    return markdown_table(["method", "skill", "rounds", "share of routing decisions", "its answers right (ACC)"], rows)
 
 
 def decision_points(cuts: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any] | None]]:
@@ -219,9 +221,10 @@ def probe_table(probe: Mapping[str, Any]) -> str | None:
         return fmt(block.get("auroc")) + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
 
     recipe = probe.get("recipe", {})
+    verdict = probe.get("vs_entropy", {}).get("text", "")
     head = (f"Dev set: {probe.get('n')} answers, {probe.get('n_pos')} right. Prober AUROC {with_ci(ens)} "
             f"(mean-token-entropy baseline {with_ci(entropy)}; 95% intervals over dev questions), expected "
-            f"calibration error {fmt(ens.get('ece'))}. {probe.get('vs_entropy', {}).get('text', '')}. Recipe: "
+            f"calibration error {fmt(ens.get('ece'))}. {verdict[:1].upper() + verdict[1:]}. Recipe: "
             f"{recipe.get('name')}, pooling {recipe.get('pooling')}, {recipe.get('network')}, "
             f"{len(recipe.get('layers', []))} layer(s).")
     rows = []

@@ -12,13 +12,16 @@ from skillrag.paths import Paths
 
 def report(params: Params, paths: Paths) -> Path:
     """Rebuild the Data Docs, then write reports/report.md ("Change against the base" compares
-    with `report.against`); returns the report's path."""
+    with the run before this one: the newest commit at or before `report.against` whose metrics
+    differ from the workspace's); returns the report's path."""
     from skillrag.files import replace_text
     from skillrag.report.data_docs import build_data_docs
+    from skillrag.report.diff import change_since_previous_run
     from skillrag.report.document import render_report
 
     build_data_docs(paths)
-    replace_text(paths.report, render_report(params, paths, paths.report, params.report.against))
+    change = change_since_previous_run(paths.root, params.report.against)
+    replace_text(paths.report, render_report(params, paths, paths.report, change))
     return paths.report
 
 
@@ -27,9 +30,10 @@ def pr_comment(params: Params, paths: Paths, against: str, out: Path | None = No
     git ref `against`, its links relative to `out` (the current folder when printed). Written to
     `out` when given; reports/report.md is left as it is."""
     from skillrag.files import replace_text
+    from skillrag.report.diff import change_section
     from skillrag.report.document import render_report
 
-    body = render_report(params, paths, out or Path.cwd() / "comment.md", against, change_first=True)
+    body = render_report(params, paths, out or Path.cwd() / "comment.md", change_section(paths.root, against), change_first=True)
     if out is not None:
         replace_text(out, body)
     return body

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import subprocess
 
-from skillrag.report.diff import flipped_questions, flips, outcomes_section, paired_changes
+from skillrag.report.diff import (
+    change_since_previous_run,
+    flipped_questions,
+    flips,
+    outcomes_section,
+    paired_changes,
+    previous_run,
+)
 from skillrag.report.outcomes import outcome_frame, to_csv
 
 
@@ -56,7 +63,33 @@ def test_changes_are_marked_beyond_noise_only_when_the_paired_test_says_so():
 
 
 def _git(root, *args):
-    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit_metrics(root, text):
+    """Commit reports/metrics.json holding `text`; return the commit's id."""
+    (root / "reports").mkdir(exist_ok=True)
+    (root / "reports" / "metrics.json").write_text(text)
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", text)
+    return _git(root, "rev-parse", "HEAD")
+
+
+def test_the_base_is_the_newest_commit_whose_metrics_differ_from_the_workspaces(tmp_path):
+    _git(tmp_path, "init", "-q")
+    assert previous_run(tmp_path, "HEAD") is None  # no commit at all
+    assert "is no commit of a git repository here" in change_since_previous_run(tmp_path, "HEAD")
+    first = _commit_metrics(tmp_path, '{"acc": 0.1}')
+    assert previous_run(tmp_path, "HEAD") is None  # the workspace's metrics are the only ones committed
+    assert "this is the first committed run" in change_since_previous_run(tmp_path, "HEAD")
+    second = _commit_metrics(tmp_path, '{"acc": 0.2}')  # as `skillrag repro` commits summarize before report
+    (tmp_path / "other.txt").write_text("a later commit that leaves the metrics alone")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "other")
+    assert previous_run(tmp_path, "HEAD") == first
+    (tmp_path / "reports" / "metrics.json").write_text('{"acc": 0.3}')  # a new run in the workspace
+    assert previous_run(tmp_path, "HEAD") == second
+    assert previous_run(tmp_path, "nosuchref") is None
 
 
 def test_against_a_ref_without_outcomes_only_the_aggregate_diff_is_shown(tmp_path):

@@ -72,7 +72,7 @@ def test_report_reads_every_method_from_the_traces_and_renders_each_section(work
     assert "| questions | passed |" in text
     assert "smollm2-135m (float32)" in text and "| index digest | idx123 |" in text
     assert "| model licence | Apache-2.0 — SmolLM2 licence |" in text and "| model weights digest | abc |" in text
-    assert "## Change against the base" in text and "No metrics comparison with `HEAD`" in text  # no git here
+    assert "## Change against the base" in text and "No comparison: `HEAD` is no commit of a git repository here" in text
     index = data_docs_index(workspace)
     assert index.is_file() and "../data/data_docs/gx/uncommitted/data_docs/local_site/index.html" in text
     pages = list(index.parent.glob("validations/**/*.html"))

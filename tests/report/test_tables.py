@@ -29,4 +29,4 @@ def test_the_skill_table_counts_the_routers_decisions_only():
                                    asdict(skill_trace(2, "nq", "exit", False, None))]}}
     inputs = Inputs({m: {"nq": {}} for m in traces}, traces, {}, {}, {}, {}, {}, {}, {})
     rows = skill_table(inputs).splitlines()[2:]
-    assert rows == ["| skill_rag | evidence_focusing | 1 | 50% | 1 |", "| skill_rag | exit | 1 | 50% | 0 |"]
+    assert rows == ["| skill_rag | evidence_focusing | 1 | 50% | 1 (100%) |", "| skill_rag | exit | 1 | 50% | – |"]
