@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from skillrag.gitutil import git
 from skillrag.report.outcomes import KEY, read_outcomes
 from skillrag.report.paired import LEVEL, outcome_changes
 from skillrag.report.tables import markdown_table
@@ -48,13 +49,9 @@ def dvc_diff(root: Path, kind: str, against: str) -> str:
     return table or f"_No {kind} changed against `{against}`._"
 
 
-def _git_show(root: Path, commit: str, path: str) -> bytes | None:
-    """`path` as committed at `commit` (None when it is not there)."""
-    try:
-        done = subprocess.run(["git", "show", f"{commit}:./{path}"], cwd=root, capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
+def _committed(root: Path, commit: str, path: str) -> str | None:
+    """`path` as committed at `commit`, stripped (None when it is not there)."""
+    return git("show", f"{commit}:./{path}", cwd=root)
 
 
 def previous_run(root: Path, start: str) -> str | None:
@@ -62,22 +59,17 @@ def previous_run(root: Path, start: str) -> str | None:
     (or holds none): the run before this one. `skillrag repro` commits summarize's metrics before the
     report stage runs, so `start` (HEAD) may already hold this run's own. None when there is no such
     commit (the first committed run) or no git history to read."""
-    current = (root / METRICS).read_bytes() if (root / METRICS).is_file() else None
-    try:
-        done = subprocess.run(["git", "rev-list", start, "--", METRICS], cwd=root, capture_output=True, text=True,
-                              timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for commit in done.stdout.split() if done.returncode == 0 else []:
-        if _git_show(root, commit, METRICS) != current:
+    current = (root / METRICS).read_text(encoding="utf-8").strip() if (root / METRICS).is_file() else None
+    for commit in (git("rev-list", start, "--", METRICS, cwd=root) or "").split():
+        if _committed(root, commit, METRICS) != current:
             return commit
     return None
 
 
 def committed_outcomes(root: Path, against: str) -> pd.DataFrame | None:
     """reports/outcomes.csv as committed at `against` (None when it is not there)."""
-    committed = _git_show(root, against, OUTCOMES)
-    return None if committed is None else read_outcomes(committed.decode("utf-8"))
+    committed = _committed(root, against, OUTCOMES)
+    return None if committed is None else read_outcomes(committed)
 
 
 def flips(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
@@ -145,7 +137,7 @@ def change_since_previous_run(root: Path, start: str) -> str:
     """The report stage's "Change against the base": `change_section` against `previous_run`, said
     which commit that is, or a line saying there is no earlier run to compare with."""
     base = previous_run(root, start)
-    if base is None and _git_show(root, start, ".") is None:
+    if base is None and git("rev-parse", "--verify", f"{start}^{{commit}}", cwd=root) is None:
         return f"_No comparison: `{start}` is no commit of a git repository here._"
     if base is None:
         return (f"_No commit at or before `{start}` holds other metrics than the workspace's `{METRICS}`: this is "
