@@ -398,6 +398,39 @@ def ask(
     )
 
 
+@app.command()
+def recommit(
+    base: Annotated[str, typer.Option(help="The commit whose behaviour the change must keep (the stale stages' last run).")] = "HEAD",
+    dry: Annotated[bool, typer.Option("--dry", help="Check only: run both tiny pipelines and compare; commit nothing.")] = False,
+    keep: Annotated[Path | None, typer.Option(help="Keep the two tiny projects in this new folder, to look at what differs.")] = None,
+) -> None:
+    """Record in dvc.lock a change that leaves every output as it was (a rename, a docstring, a
+    refactor) without re-running the stages it made stale: only stages stale for code or params
+    alone, and only when the tiny profile's pipeline, run once with the base commit's code and once
+    with the working tree's, writes the same traces and metrics. Two tiny runs, about 7 minutes
+    each on two cores; then `dvc commit -f` of those stages (skillrag.recommit)."""
+    from skillrag import recommit as rc
+
+    root = state.params_file.resolve().parent
+    if keep is not None and keep.exists():
+        _fail(f"--keep {keep}: the folder exists; name a new one")
+    with console.status(f"running the tiny pipeline at {base} and in the working tree ..."):
+        verdict = rc.check(root, base, keep)
+    if not verdict.stages:
+        console.print("recommit: no stage is stale: nothing to record", style="green", highlight=False)
+        return
+    console.print(f"stale for code or params alone: {', '.join(verdict.stages)}", highlight=False, soft_wrap=True)
+    if verdict.differences:
+        lines = "\n".join(f"  - {line}" for line in verdict.differences)
+        _fail(f"the change alters what the tiny pipeline writes, so the stages must run again (`skillrag repro`):\n{lines}")
+    console.print(f"the tiny pipeline writes the same at {base} and now ({verdict.compared} files compared)", highlight=False)
+    if dry:
+        return
+    rc.commit(root, verdict.stages)
+    console.print("recommit: dvc.lock updated; commit it with:\n  git commit dvc.lock -m " + repr(rc.message(verdict)),
+                  style="green", highlight=False, soft_wrap=True)
+
+
 @app.command("params")
 def show_params() -> None:
     """Print the resolved parameters (params.yaml + --profile + --set) as YAML: a params file of its own."""

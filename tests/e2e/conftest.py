@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from skillrag.config import load_params
+from skillrag.recommit import run_tiny, tiny_project
 from tests.conftest import REPO, SHARED_DATA
 
 
 def make_project(root: Path) -> Path:
     """dvc.yaml, params.yaml (the tiny profile's resolved values, as `skillrag params --profile tiny`
-    prints them, with absolute data paths) and the code DVC hashes."""
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
-    shutil.copytree(REPO / "skillrag", root / "skillrag", ignore=shutil.ignore_patterns("__pycache__"))
-    params = load_params(REPO / "params.yaml", profile="tiny").resolved()
-    assert params["prepare"]["local_dir"] == str(SHARED_DATA.resolve())
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    prints them, with absolute data paths) and the code DVC hashes (skillrag.recommit.tiny_project)."""
+    tiny_project(REPO, root)
+    params = load_params(root / "params.yaml")
+    assert params.prepare.local_dir == SHARED_DATA.resolve()
     return root
 
 
@@ -37,7 +33,4 @@ def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def dvc_project(tmp_path_factory) -> Path:
     """The tiny project after a full `dvc repro` (shared by the e2e tests)."""
-    root = make_project(tmp_path_factory.mktemp("dvc") / "project")
-    run(["dvc", "init", "--no-scm", "-q"], root)
-    run(["dvc", "repro"], root)
-    return root
+    return run_tiny(make_project(tmp_path_factory.mktemp("dvc") / "project"))

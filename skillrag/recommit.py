@@ -1,0 +1,264 @@
+"""`skillrag recommit`: record in dvc.lock a change that leaves every output as it was (a rename, a
+docstring, a refactor) without re-running the stages it made stale.
+
+The default run takes 7-12 hours of two cores, and every stage depends on the code it imports, so
+without this a renamed module would cost a whole run. DVC's own answer is `dvc commit` ("the stage
+has run and its outputs are present: record its new dependencies"); recommit uses it only once the
+change is shown to change nothing:
+
+1. `dvc status`: every stale stage must be stale for code alone (files under `skillrag/`) or for
+   params.yaml. Changed data, outputs that are missing or modified, or a changed command are refused
+   before anything runs: those stages must run again (`skillrag repro`).
+2. The tiny profile's whole pipeline runs twice, in fresh projects: once with the code, dvc.yaml and
+   params.yaml of the base commit, once with the working tree's. Every trace file (`data/**/*.jsonl`,
+   record by record) and `reports/metrics.json` must be the same, wall-clock fields (VOLATILE) aside
+   and numbers within TOLERANCE (float32 rows of differently composed batches differ by ~1e-7).
+   The tiny profile exercises every stage and method with a real model and index in minutes.
+3. Only then `dvc commit -f` the stale stages. Committing dvc.lock is left to you, with the check
+   named in the message.
+
+The check cannot see a path the tiny profile does not take (a code branch only larger data reaches):
+it is evidence, not proof, which is why params changes are allowed only when the tiny run agrees.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillrag.errors import UserError
+from skillrag.gitutil import git
+from skillrag.vectors import decode_vector
+
+CODE = "skillrag"  # the package: a stage's code deps are it, or files and folders under it
+PARAMS = "params.yaml"
+VOLATILE = frozenset({"latency_s", "compute_s"})  # wall-clock seconds: never the same twice
+VECTORS = frozenset({"state"})  # base64 float32 vectors (skillrag.vectors): compared as numbers
+TOLERANCE = 1e-5  # relative and absolute: float32 rows batched differently differ by ~1e-7 (skillrag.eval.runner)
+_MISSING = object()
+BEHAVIOUR = ("data/**/*.jsonl", "reports/metrics.json")  # what the two tiny runs must agree on
+SKIPPED = ("data/corpus/", "data/index/", "data/questions/")  # inputs, not behaviour
+TINY = "tiny"
+
+
+class RecommitRefused(UserError):
+    """A change recommit will not record; the message says why and what to run instead."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One line of `dvc status` for a stage: `kind` is "changed deps", "changed outs" or a bare
+    status such as "changed command"; `path` the dep or out (params.yaml key as `params.yaml:key`)."""
+
+    stage: str
+    kind: str
+    path: str = ""
+    how: str = ""
+
+    @property
+    def code_only(self) -> bool:
+        code = self.path == CODE or self.path.startswith(f"{CODE}/")
+        return self.kind == "changed deps" and (code or self.path.startswith(f"{PARAMS}:"))
+
+    def __str__(self) -> str:
+        return f"{self.stage}: {self.kind} {self.path} {self.how}".strip()
+
+
+def _env(code: Path | None = None) -> dict[str, str]:
+    """This interpreter's environment (dvc and the `skillrag` console script beside it); with `code`,
+    the skillrag package under `code` is the one imported."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def _run(command: list[str], cwd: Path, code: Path | None = None) -> str:
+    done = subprocess.run(command, cwd=cwd, env=_env(code), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip()[-2000:]
+        raise RecommitRefused(f"`{' '.join(command)}` failed in {cwd}:\n{tail}")
+    return done.stdout
+
+
+def stale(root: Path) -> list[Change]:
+    """Every change `dvc status` reports for the project's stages."""
+    status: dict[str, list[Any]] = json.loads(_run(["dvc", "status", "--json"], root) or "{}")
+    changes = []
+    for stage, entries in status.items():
+        for entry in entries:
+            if isinstance(entry, str):
+                changes.append(Change(stage, entry))
+                continue
+            for kind, paths in entry.items():
+                for path, how in paths.items():
+                    if isinstance(how, Mapping):  # params.yaml: {key: how}
+                        changes += [Change(stage, kind, f"{path}:{key}", str(h)) for key, h in how.items()]
+                    else:
+                        changes.append(Change(stage, kind, path, str(how)))
+    return changes
+
+
+def code_only_stages(changes: list[Change]) -> list[str]:
+    """The stale stages, in status order, when every change is to code or params; else
+    RecommitRefused naming the changes that need a real run."""
+    refused = [change for change in changes if not change.code_only]
+    if refused:
+        lines = "\n".join(f"  - {change}" for change in refused)
+        raise RecommitRefused(
+            "these changes are not code alone, so the stages must run again (`skillrag repro`); "
+            f"missing cache-only outputs can be restored first (`skillrag repro --dry` says how):\n{lines}"
+        )
+    return list(dict.fromkeys(change.stage for change in changes))
+
+
+def tiny_project(code: Path, dest: Path, root: Path | None = None) -> Path:
+    """A fresh project at `dest` to run the tiny profile with the code at `code`: its dvc.yaml, its
+    skillrag package and its params.yaml resolved under the tiny profile by that code itself (a base
+    whose params differ from today's still resolves), relative paths read from `root` (default:
+    `code`), where the project's data paths (`../shared/data`) lead."""
+    root = root or code
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(code / "dvc.yaml", dest / "dvc.yaml")
+    shutil.copytree(code / "skillrag", dest / "skillrag", ignore=shutil.ignore_patterns("__pycache__"))
+    with tempfile.NamedTemporaryFile("w", dir=root, prefix=".recommit-", suffix=".yaml") as params:
+        params.write((code / PARAMS).read_text(encoding="utf-8"))
+        params.flush()
+        resolved = _run(["skillrag", "--params", params.name, "--profile", TINY, "params"], root, code=code)
+    (dest / PARAMS).write_text(resolved)
+    return dest
+
+
+def run_tiny(project: Path) -> Path:
+    """`dvc repro` of the tiny project with its own code; returns the project."""
+    _run(["dvc", "init", "--no-scm", "-q"], project)
+    _run(["dvc", "repro"], project, code=project)
+    return project
+
+
+def _behaviour_files(project: Path) -> set[str]:
+    return {
+        path.relative_to(project).as_posix()
+        for pattern in BEHAVIOUR
+        for path in project.glob(pattern)
+        if path.is_file() and not path.relative_to(project).as_posix().startswith(SKIPPED)
+    }
+
+
+def _stable(value: Any) -> Any:
+    """`value` without its VOLATILE fields, its VECTORS decoded, at any depth."""
+    if isinstance(value, Mapping):
+        return {
+            key: decode_vector(item) if key in VECTORS else _stable(item)
+            for key, item in value.items()
+            if key not in VOLATILE
+        }
+    if isinstance(value, list):
+        return [_stable(item) for item in value]
+    return value
+
+
+def _records(path: Path) -> list[Any]:
+    text = path.read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" else [json.loads(text)]
+    return [_stable(row) for row in rows]
+
+
+def _shown(value: Any) -> str:
+    return "(missing)" if value is _MISSING else json.dumps(value)[:120]
+
+
+def _first_difference(first: Any, second: Any, where: str = "") -> str | None:
+    """None when two records are the same (numbers within TOLERANCE); else the path to the first
+    field that differs, with both values (shortened)."""
+    if isinstance(first, Mapping) and isinstance(second, Mapping):
+        for key in sorted(set(first) | set(second)):
+            found = _first_difference(first.get(key, _MISSING), second.get(key, _MISSING), f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(first, list) and isinstance(second, list) and len(first) == len(second):
+        return next(filter(None, (_first_difference(a, b, f"{where}[{i}]") for i, (a, b) in enumerate(zip(first, second)))), None)
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (first, second))
+    if numbers and math.isclose(first, second, rel_tol=TOLERANCE, abs_tol=TOLERANCE):
+        return None
+    if not numbers and first == second:
+        return None
+    return f"{where.lstrip('.') or 'the record'}: {_shown(first)} at the base, {_shown(second)} now"
+
+
+def differences(base: Path, head: Path) -> list[str]:
+    """Where two finished tiny projects behave differently: files only one holds, record counts,
+    and the first differing record of each file (VOLATILE fields aside). Empty when the same."""
+    found = []
+    base_files, head_files = _behaviour_files(base), _behaviour_files(head)
+    for name in sorted(base_files ^ head_files):
+        found.append(f"{name}: only {'at the base' if name in base_files else 'in the working tree'}")
+    for name in sorted(base_files & head_files):
+        first, second = _records(base / name), _records(head / name)
+        if len(first) != len(second):
+            found.append(f"{name}: {len(first)} records at the base, {len(second)} now")
+            continue
+        for number, (a, b) in enumerate(zip(first, second, strict=True), start=1):
+            difference = _first_difference(a, b)
+            if difference:
+                found.append(f"{name}, record {number}: {difference}")
+                break
+    return found
+
+
+@contextmanager
+def checkout(root: Path, ref: str, dest: Path) -> Iterator[Path]:
+    """The tree of commit `ref` at `dest` (a detached git worktree, removed afterwards)."""
+    if git("rev-parse", "--verify", f"{ref}^{{commit}}", cwd=root) is None:
+        raise RecommitRefused(f"{ref!r} is no commit of the git repository at {root}")
+    git("worktree", "add", "--detach", str(dest), ref, cwd=root, check=True)
+    try:
+        yield dest
+    finally:
+        git("worktree", "remove", "--force", str(dest), cwd=root)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    stages: list[str]
+    base: str
+    compared: int  # behaviour files compared
+    differences: list[str]
+
+
+def check(root: Path, base: str, work: Path | None = None) -> Verdict:
+    """Steps 1 and 2 of the module docstring; `work` (default: a temporary folder) holds the two
+    tiny projects, kept there when given."""
+    stages = code_only_stages(stale(root))
+    if not stages:
+        return Verdict([], base, 0, [])
+    with tempfile.TemporaryDirectory(prefix="skillrag-recommit-") as tmp:
+        folder = work or Path(tmp)
+        with checkout(root, base, folder / "base-tree") as tree:
+            base_run = run_tiny(tiny_project(tree, folder / "base", root))
+        head_run = run_tiny(tiny_project(root, folder / "head"))
+        compared = len(_behaviour_files(base_run) | _behaviour_files(head_run))
+        return Verdict(stages, base, compared, differences(base_run, head_run))
+
+
+def commit(root: Path, stages: list[str]) -> None:
+    """Step 3: `dvc commit -f` the stages (their outputs are present: step 1 refused missing ones)."""
+    _run(["dvc", "commit", "-f", *stages], root)
+
+
+def message(verdict: Verdict) -> str:
+    """A git commit message for dvc.lock that names the check behind it."""
+    return (f"recommit {', '.join(verdict.stages)}: the change leaves the tiny pipeline's traces and metrics as at "
+            f"{verdict.base} ({verdict.compared} files compared, wall-clock fields aside); dvc commit, no re-run")
+

@@ -1,0 +1,132 @@
+"""`skillrag recommit` on a small real DVC project: which stale stages it accepts (code or params
+alone) and refuses (data, outputs), what it calls a difference between two runs, and its commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillrag.recommit import RecommitRefused, checkout, code_only_stages, commit, differences, stale
+
+DVC_YAML = """\
+stages:
+  first:
+    cmd: cp input.txt mid.txt && date +%s%N >> mid.txt
+    deps: [input.txt, skillrag/one.py]
+    params: [a.x]
+    outs: [mid.txt]
+  second:
+    cmd: cp mid.txt out.txt && date +%s%N >> out.txt
+    deps: [mid.txt, skillrag]
+    outs: [{out.txt: {cache: false}}]
+"""
+
+
+def _sh(root: Path, *command: str) -> str:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1"}
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """Two stages, run and committed: `first` reads a data file, a code file and a param; `second`
+    reads the code folder."""
+    root = tmp_path / "project"
+    (root / "skillrag").mkdir(parents=True)
+    (root / "skillrag" / "one.py").write_text('"""One."""\n')
+    (root / "input.txt").write_text("data\n")
+    (root / "params.yaml").write_text("a:\n  x: 1\n")
+    (root / "dvc.yaml").write_text(DVC_YAML)
+    _sh(root, "git", "init", "-q")
+    _sh(root, "dvc", "init", "-q")
+    _sh(root, "dvc", "repro", "-q")
+    _sh(root, "git", "add", "-A")
+    _sh(root, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run")
+    return root
+
+
+def test_a_code_and_params_change_is_accepted_and_committed_without_running(project: Path) -> None:
+    (project / "skillrag" / "one.py").write_text('"""One, renamed words."""\n')
+    (project / "params.yaml").write_text("a:\n  x: 1\n  y: 2\n")
+    (project / "dvc.yaml").write_text(DVC_YAML.replace("params: [a.x]", "params: [a.x, a.y]"))
+    written = {name: (project / name).read_text() for name in ("mid.txt", "out.txt")}  # each run stamps the time
+    stages = code_only_stages(stale(project))
+    assert stages == ["first", "second"]
+    commit(project, stages)
+    assert stale(project) == []
+    assert {name: (project / name).read_text() for name in written} == written  # nothing ran again
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        (lambda root: (root / "input.txt").write_text("other data\n"), "first: changed deps input.txt modified"),
+        (lambda root: (root / "out.txt").unlink(), "second: changed outs out.txt deleted"),
+        (lambda root: (root / "dvc.yaml").write_text(DVC_YAML.replace("cp mid.txt out.txt", "cat mid.txt > out.txt")),
+         "second: changed command"),
+    ],
+    ids=["data", "missing-output", "command"],
+)
+def test_anything_but_code_or_params_is_refused_naming_it(project: Path, damage, named: str) -> None:
+    (project / "skillrag" / "one.py").write_text('"""Also a code change."""\n')
+    damage(project)
+    with pytest.raises(RecommitRefused, match="must run again") as info:
+        code_only_stages(stale(project))
+    assert named in str(info.value) and "skillrag/one.py" not in str(info.value)
+
+
+def test_an_unknown_base_is_refused(project: Path, tmp_path: Path) -> None:
+    with pytest.raises(RecommitRefused, match="'nosuch' is no commit"), checkout(project, "nosuch", tmp_path / "tree"):
+        pass
+
+
+def _trace(answer: str, latency: float) -> dict:
+    return {"question_id": "q1", "answer": answer, "rounds": [{"answer": answer, "cost": {"latency_s": latency}}],
+            "totals": {"llm_calls": 1, "latency_s": latency}}
+
+
+def _run_folder(root: Path, traces: list[dict], metrics: dict | None = None) -> Path:
+    (root / "data" / "runs" / "m").mkdir(parents=True)
+    (root / "data" / "runs" / "m" / "nq.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
+    (root / "data" / "index").mkdir()
+    (root / "data" / "index" / "docs.jsonl").write_text(json.dumps({"differs": str(root)}) + "\n")  # an input: skipped
+    (root / "reports").mkdir()
+    (root / "reports" / "metrics.json").write_text(json.dumps(metrics or {"m": {"nq": {"acc": 0.5, "latency_s": 1.0}}}))
+    return root
+
+
+def test_runs_that_differ_only_in_wall_clock_fields_are_the_same(tmp_path: Path) -> None:
+    base = _run_folder(tmp_path / "base", [_trace("Paris", 1.5)])
+    head = _run_folder(tmp_path / "head", [_trace("Paris", 9.0)], {"m": {"nq": {"acc": 0.5, "latency_s": 7.0}}})
+    assert differences(base, head) == []
+
+
+def test_numbers_within_the_tolerance_and_equal_vectors_are_the_same(tmp_path: Path) -> None:
+    from skillrag.vectors import encode_vector
+
+    base_trace, head_trace = _trace("Paris", 1.0), _trace("Paris", 1.0)
+    base_trace["rounds"][0] |= {"score": 0.73125, "state": encode_vector([0.5, -1.25])}
+    head_trace["rounds"][0] |= {"score": 0.73125 + 1e-7, "state": encode_vector([0.5 + 1e-7, -1.25])}
+    assert differences(_run_folder(tmp_path / "base", [base_trace]), _run_folder(tmp_path / "head", [head_trace])) == []
+    head_trace["rounds"][0]["state"] = encode_vector([0.5, -1.0])
+    assert differences(_run_folder(tmp_path / "base2", [base_trace]), _run_folder(tmp_path / "head2", [head_trace])) == [
+        "data/runs/m/nq.jsonl, record 1: rounds[0].state[1]: -1.25 at the base, -1.0 now"
+    ]
+
+
+def test_a_changed_answer_a_changed_metric_and_a_missing_file_are_each_named(tmp_path: Path) -> None:
+    base = _run_folder(tmp_path / "base", [_trace("Paris", 1.0), _trace("Rome", 1.0)])
+    head = _run_folder(tmp_path / "head", [_trace("Paris", 1.0), _trace("Milan", 1.0)],
+                       {"m": {"nq": {"acc": 0.0, "latency_s": 1.0}}})
+    (base / "data" / "runs" / "m" / "hotpotqa.jsonl").write_text(json.dumps(_trace("Oslo", 1.0)) + "\n")
+    assert differences(base, head) == [
+        "data/runs/m/hotpotqa.jsonl: only at the base",
+        'data/runs/m/nq.jsonl, record 2: answer: "Rome" at the base, "Milan" now',
+        "reports/metrics.json, record 1: m.nq.acc: 0.5 at the base, 0.0 now",
+    ]
