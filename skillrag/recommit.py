@@ -10,9 +10,12 @@ change is shown to change nothing:
    params.yaml. Changed data, outputs that are missing or modified, or a changed command are refused
    before anything runs: those stages must run again (`skillrag repro`).
 2. The tiny profile's whole pipeline runs twice, in fresh projects: once with the code, dvc.yaml and
-   params.yaml of the base commit, once with the working tree's. Every trace file (`data/**/*.jsonl`,
-   record by record) and `reports/metrics.json` must be the same, wall-clock fields (VOLATILE) aside
-   and numbers within TOLERANCE (float32 rows of differently composed batches differ by ~1e-7).
+   params.yaml of the base commit, once with the working tree's. Every small output both write (the
+   JSON, JSON-lines and parquet files under data/ and reports/: questions, index fingerprint, state
+   rows, prober and router records, thresholds, traces, metrics, gate results; not the cache-only
+   index, vectors and Data Docs, whose identity the fingerprints carry, nor the timings) must be the
+   same record by record, wall-clock and provenance fields (VOLATILE) aside and numbers within
+   TOLERANCE (float32 rows of differently composed batches differ by ~1e-7).
    The tiny profile exercises every stage and method with a real model and index in minutes.
 3. Only then `dvc commit -f` the stale stages. Committing dvc.lock is left to you, with the check
    named in the message.
@@ -42,12 +45,12 @@ from skillrag.vectors import decode_vector
 
 CODE = "skillrag"  # the package: a stage's code deps are it, or files and folders under it
 PARAMS = "params.yaml"
-VOLATILE = frozenset({"latency_s", "compute_s"})  # wall-clock seconds: never the same twice
+VOLATILE = frozenset({"latency_s", "compute_s", "provenance"})  # wall-clock seconds; which commit and machine ran it
 VECTORS = frozenset({"state"})  # base64 float32 vectors (skillrag.vectors): compared as numbers
 TOLERANCE = 1e-5  # relative and absolute: float32 rows batched differently differ by ~1e-7 (skillrag.eval.runner)
 _MISSING = object()
-BEHAVIOUR = ("data/**/*.jsonl", "reports/metrics.json")  # what the two tiny runs must agree on
-SKIPPED = ("data/corpus/", "data/index/", "data/questions/")  # inputs, not behaviour
+BEHAVIOUR = ("data/**/*.json", "data/**/*.jsonl", "data/**/*.parquet", "reports/**/*.json")  # what the two runs must agree on
+SKIPPED = ("data/corpus/", "data/index/", "data/states/vectors/", "data/data_docs/", "reports/timings/")
 TINY = "tiny"
 
 
@@ -169,8 +172,13 @@ def _stable(value: Any) -> Any:
 
 
 def _records(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
-    rows = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" else [json.loads(text)]
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        rows = json.loads(pd.read_parquet(path).to_json(orient="records"))
+    else:
+        text = path.read_text(encoding="utf-8")
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" else [json.loads(text)]
     return [_stable(row) for row in rows]
 
 
@@ -259,6 +267,6 @@ def commit(root: Path, stages: list[str]) -> None:
 
 def message(verdict: Verdict) -> str:
     """A git commit message for dvc.lock that names the check behind it."""
-    return (f"recommit {', '.join(verdict.stages)}: the change leaves the tiny pipeline's traces and metrics as at "
+    return (f"recommit {', '.join(verdict.stages)}: the change leaves every small output of the tiny pipeline as at "
             f"{verdict.base} ({verdict.compared} files compared, wall-clock fields aside); dvc commit, no re-run")
 

@@ -1,5 +1,6 @@
 """`skillrag recommit` on a small real DVC project: which stale stages it accepts (code or params
-alone) and refuses (data, outputs), what it calls a difference between two runs, and its commit."""
+alone) and refuses (data, outputs), what it calls a difference between two runs' outputs, and its
+commit."""
 
 from __future__ import annotations
 
@@ -118,6 +119,18 @@ def test_numbers_within_the_tolerance_and_equal_vectors_are_the_same(tmp_path: P
     assert differences(_run_folder(tmp_path / "base2", [base_trace]), _run_folder(tmp_path / "head2", [head_trace])) == [
         "data/runs/m/nq.jsonl, record 1: rounds[0].state[1]: -1.25 at the base, -1.0 now"
     ]
+
+
+def test_state_rows_are_compared_and_run_provenance_is_not(tmp_path: Path) -> None:
+    import pandas as pd
+
+    base, head = _run_folder(tmp_path / "base", [_trace("Paris", 1.0)]), _run_folder(tmp_path / "head", [_trace("Paris", 1.0)])
+    for root, made_by in ((base, "aaa"), (head, "bbb")):
+        (root / "data" / "runs" / "m" / "nq.settings.json").write_text(json.dumps({"params": {"k": 3}, "provenance": [{"git_commit": made_by}]}))
+        (root / "data" / "states").mkdir()
+    pd.DataFrame({"id": ["q1", "q2"], "acc": [1.0, 0.0]}).to_parquet(base / "data" / "states" / "shard-0.parquet")
+    pd.DataFrame({"id": ["q1", "q2"], "acc": [1.0, 1.0]}).to_parquet(head / "data" / "states" / "shard-0.parquet")
+    assert differences(base, head) == ["data/states/shard-0.parquet, record 2: acc: 0.0 at the base, 1.0 now"]
 
 
 def test_a_changed_answer_a_changed_metric_and_a_missing_file_are_each_named(tmp_path: Path) -> None:
