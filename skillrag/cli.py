@@ -405,8 +405,8 @@ def recommit(
     keep: Annotated[Path | None, typer.Option(help="Keep the two tiny projects in this new folder, to look at what differs.")] = None,
 ) -> None:
     """Record in dvc.lock a change that leaves every output as it was (a rename, a docstring, a
-    refactor) without re-running the stages it made stale: only stages stale for code or params
-    alone, and only when the tiny profile's pipeline, run once with the base commit's code and once
+    refactor) without re-running the stages it made stale: only stages stale for code, params or
+    newly listed dependencies, and only when the tiny profile's pipeline, run once with the base commit's code and once
     with the working tree's, writes the same small outputs (traces, metrics, state rows, prober and
     router records, fingerprints, gate results). Two tiny runs, about 7 minutes
     each on two cores; then `dvc commit -f` of those stages (skillrag.recommit)."""

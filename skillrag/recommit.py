@@ -6,9 +6,11 @@ without this a renamed module would cost a whole run. DVC's own answer is `dvc c
 has run and its outputs are present: record its new dependencies"); recommit uses it only once the
 change is shown to change nothing:
 
-1. `dvc status`: every stale stage must be stale for code alone (files under `skillrag/`) or for
-   params.yaml. Changed data, outputs that are missing or modified, or a changed command are refused
-   before anything runs: those stages must run again (`skillrag repro`).
+1. `dvc status`: every stale stage must be stale for code (files under `skillrag/`), params.yaml, or
+   a dependency dvc.yaml lists now and dvc.lock did not record (a renamed module, a new stage's
+   output the stage now reads). Changed data, outputs that are missing or modified, a changed
+   command, or a stage that never ran are refused before anything runs: those stages must run
+   (`skillrag repro`).
 2. The tiny profile's whole pipeline runs twice, in fresh projects: once with the code, dvc.yaml and
    params.yaml of the base commit, once with the working tree's. Every small output both write (the
    JSON, JSON-lines and parquet files under data/ and reports/: questions, index fingerprint, state
@@ -39,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from skillrag.errors import UserError
 from skillrag.gitutil import git
 from skillrag.vectors import decode_vector
@@ -52,6 +56,8 @@ _MISSING = object()
 BEHAVIOUR = ("data/**/*.json", "data/**/*.jsonl", "data/**/*.parquet", "reports/**/*.json")  # what the two runs must agree on
 SKIPPED = ("data/corpus/", "data/index/", "data/states/vectors/", "data/data_docs/", "reports/timings/")
 TINY = "tiny"
+NEWLY_LISTED = "newly listed"  # a dependency dvc.yaml lists and dvc.lock did not record
+NEVER_RUN = "never run"
 
 
 class RecommitRefused(UserError):
@@ -61,7 +67,8 @@ class RecommitRefused(UserError):
 @dataclass(frozen=True)
 class Change:
     """One line of `dvc status` for a stage: `kind` is "changed deps", "changed outs" or a bare
-    status such as "changed command"; `path` the dep or out (params.yaml key as `params.yaml:key`)."""
+    status such as "changed command" or NEVER_RUN; `path` the dep or out (params.yaml key as
+    `params.yaml:key`); `how` what DVC says of it, or NEWLY_LISTED."""
 
     stage: str
     kind: str
@@ -69,9 +76,11 @@ class Change:
     how: str = ""
 
     @property
-    def code_only(self) -> bool:
+    def recordable(self) -> bool:
+        """A change of code, params or a newly listed dependency: one the tiny check can vouch for."""
         code = self.path == CODE or self.path.startswith(f"{CODE}/")
-        return self.kind == "changed deps" and (code or self.path.startswith(f"{PARAMS}:"))
+        listed = code or self.path.startswith(f"{PARAMS}:") or self.how == NEWLY_LISTED
+        return self.kind == "changed deps" and listed
 
     def __str__(self) -> str:
         return f"{self.stage}: {self.kind} {self.path} {self.how}".strip()
@@ -94,11 +103,23 @@ def _run(command: list[str], cwd: Path, code: Path | None = None) -> str:
     return done.stdout
 
 
+def _recorded_deps(root: Path) -> dict[str, set[str]]:
+    """Each stage's dependency paths as dvc.lock recorded them."""
+    lock = root / "dvc.lock"
+    stages = (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages", {}) if lock.is_file() else {}
+    return {name: {dep["path"] for dep in entry.get("deps", [])} for name, entry in stages.items()}
+
+
 def stale(root: Path) -> list[Change]:
-    """Every change `dvc status` reports for the project's stages."""
+    """Every change `dvc status` reports for the project's stages; a dependency dvc.lock did not
+    record for its stage is NEWLY_LISTED, a stage it does not hold at all NEVER_RUN."""
     status: dict[str, list[Any]] = json.loads(_run(["dvc", "status", "--json"], root) or "{}")
+    recorded = _recorded_deps(root)
     changes = []
     for stage, entries in status.items():
+        if stage not in recorded:
+            changes.append(Change(stage, NEVER_RUN))
+            continue
         for entry in entries:
             if isinstance(entry, str):
                 changes.append(Change(stage, entry))
@@ -107,19 +128,22 @@ def stale(root: Path) -> list[Change]:
                 for path, how in paths.items():
                     if isinstance(how, Mapping):  # params.yaml: {key: how}
                         changes += [Change(stage, kind, f"{path}:{key}", str(h)) for key, h in how.items()]
+                    elif kind == "changed deps" and path not in recorded[stage]:
+                        changes.append(Change(stage, kind, path, NEWLY_LISTED))
                     else:
                         changes.append(Change(stage, kind, path, str(how)))
     return changes
 
 
-def code_only_stages(changes: list[Change]) -> list[str]:
-    """The stale stages, in status order, when every change is to code or params; else
-    RecommitRefused naming the changes that need a real run."""
-    refused = [change for change in changes if not change.code_only]
+def recordable_stages(changes: list[Change]) -> list[str]:
+    """The stale stages, in status order, when every change is `recordable`; else RecommitRefused
+    naming the changes that need a real run."""
+    refused = [change for change in changes if not change.recordable]
     if refused:
         lines = "\n".join(f"  - {change}" for change in refused)
         raise RecommitRefused(
-            "these changes are not code alone, so the stages must run again (`skillrag repro`); "
+            "these changes are not code, params or newly listed dependencies, so the stages must run "
+            "(`skillrag repro`); "
             f"missing cache-only outputs can be restored first (`skillrag repro --dry` says how):\n{lines}"
         )
     return list(dict.fromkeys(change.stage for change in changes))
@@ -205,11 +229,22 @@ def _first_difference(first: Any, second: Any, where: str = "") -> str | None:
     return f"{where.lstrip('.') or 'the record'}: {_shown(first)} at the base, {_shown(second)} now"
 
 
+def _stage_outs(project: Path) -> dict[str, list[str]]:
+    """Each stage of the project's dvc.yaml and its output paths."""
+    stages = (yaml.safe_load((project / "dvc.yaml").read_text(encoding="utf-8")) or {}).get("stages", {})
+    return {name: [out if isinstance(out, str) else next(iter(out)) for out in entry.get("outs", [])]
+            for name, entry in stages.items()}
+
+
 def differences(base: Path, head: Path) -> list[str]:
-    """Where two finished tiny projects behave differently: files only one holds, record counts,
-    and the first differing record of each file (VOLATILE fields aside). Empty when the same."""
+    """Where two finished tiny projects behave differently: files only one holds (but the outputs
+    of a stage only the head has), record counts, and the first differing record of each file
+    (VOLATILE fields aside, numbers within TOLERANCE). Empty when the same."""
     found = []
     base_files, head_files = _behaviour_files(base), _behaviour_files(head)
+    base_stages, head_stages = _stage_outs(base), _stage_outs(head)
+    added = tuple(out for name, outs in head_stages.items() if name not in base_stages for out in outs)
+    head_files = {name for name in head_files if not any(name == out or name.startswith(f"{out}/") for out in added)}
     for name in sorted(base_files ^ head_files):
         found.append(f"{name}: only {'at the base' if name in base_files else 'in the working tree'}")
     for name in sorted(base_files & head_files):
@@ -248,7 +283,7 @@ class Verdict:
 def check(root: Path, base: str, work: Path | None = None) -> Verdict:
     """Steps 1 and 2 of the module docstring; `work` (default: a temporary folder) holds the two
     tiny projects, kept there when given."""
-    stages = code_only_stages(stale(root))
+    stages = recordable_stages(stale(root))
     if not stages:
         return Verdict([], base, 0, [])
     with tempfile.TemporaryDirectory(prefix="skillrag-recommit-") as tmp:

@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from skillrag.recommit import RecommitRefused, checkout, code_only_stages, commit, differences, stale
+from skillrag.recommit import (
+    NEWLY_LISTED,
+    Change,
+    RecommitRefused,
+    checkout,
+    commit,
+    differences,
+    recordable_stages,
+    stale,
+)
 
 DVC_YAML = """\
 stages:
@@ -57,7 +66,7 @@ def test_a_code_and_params_change_is_accepted_and_committed_without_running(proj
     (project / "params.yaml").write_text("a:\n  x: 1\n  y: 2\n")
     (project / "dvc.yaml").write_text(DVC_YAML.replace("params: [a.x]", "params: [a.x, a.y]"))
     written = {name: (project / name).read_text() for name in ("mid.txt", "out.txt")}  # each run stamps the time
-    stages = code_only_stages(stale(project))
+    stages = recordable_stages(stale(project))
     assert stages == ["first", "second"]
     commit(project, stages)
     assert stale(project) == []
@@ -74,12 +83,23 @@ def test_a_code_and_params_change_is_accepted_and_committed_without_running(proj
     ],
     ids=["data", "missing-output", "command"],
 )
-def test_anything_but_code_or_params_is_refused_naming_it(project: Path, damage, named: str) -> None:
+def test_data_outputs_and_commands_are_refused_naming_them(project: Path, damage, named: str) -> None:
     (project / "skillrag" / "one.py").write_text('"""Also a code change."""\n')
     damage(project)
-    with pytest.raises(RecommitRefused, match="must run again") as info:
-        code_only_stages(stale(project))
+    with pytest.raises(RecommitRefused, match="so the stages must run") as info:
+        recordable_stages(stale(project))
     assert named in str(info.value) and "skillrag/one.py" not in str(info.value)
+
+
+def test_a_newly_listed_dependency_is_recordable_and_a_stage_that_never_ran_is_not(project: Path) -> None:
+    (project / "extra.txt").write_text("a file the first stage now reads\n")
+    third = "  third:\n    cmd: cp out.txt third.txt\n    deps: [out.txt]\n    outs: [third.txt]\n"
+    (project / "dvc.yaml").write_text(DVC_YAML.replace("deps: [input.txt,", "deps: [extra.txt, input.txt,") + third)
+    changes = stale(project)
+    assert Change("first", "changed deps", "extra.txt", NEWLY_LISTED) in changes
+    with pytest.raises(RecommitRefused) as info:
+        recordable_stages(changes)
+    assert "third: never run" in str(info.value) and "extra.txt" not in str(info.value)
 
 
 def test_an_unknown_base_is_refused(project: Path, tmp_path: Path) -> None:
@@ -92,8 +112,10 @@ def _trace(answer: str, latency: float) -> dict:
             "totals": {"llm_calls": 1, "latency_s": latency}}
 
 
-def _run_folder(root: Path, traces: list[dict], metrics: dict | None = None) -> Path:
+def _run_folder(root: Path, traces: list[dict], metrics: dict | None = None, stages: str = "") -> Path:
+    """A finished project's outputs: method m's traces on nq, its metrics, and an index file."""
     (root / "data" / "runs" / "m").mkdir(parents=True)
+    (root / "dvc.yaml").write_text("stages:\n  evaluate:\n    outs: [data/runs/m]\n" + stages)
     (root / "data" / "runs" / "m" / "nq.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
     (root / "data" / "index").mkdir()
     (root / "data" / "index" / "docs.jsonl").write_text(json.dumps({"differs": str(root)}) + "\n")  # an input: skipped
@@ -131,6 +153,17 @@ def test_state_rows_are_compared_and_run_provenance_is_not(tmp_path: Path) -> No
     pd.DataFrame({"id": ["q1", "q2"], "acc": [1.0, 0.0]}).to_parquet(base / "data" / "states" / "shard-0.parquet")
     pd.DataFrame({"id": ["q1", "q2"], "acc": [1.0, 1.0]}).to_parquet(head / "data" / "states" / "shard-0.parquet")
     assert differences(base, head) == ["data/states/shard-0.parquet, record 2: acc: 0.0 at the base, 1.0 now"]
+
+
+def test_a_new_stages_outputs_are_no_difference_but_a_new_file_of_an_old_stage_is(tmp_path: Path) -> None:
+    new_stage = "  index_dense:\n    outs: [data/dense, {data/fingerprints/dense.json: {cache: false}}]\n"
+    base = _run_folder(tmp_path / "base", [_trace("Paris", 1.0)])
+    head = _run_folder(tmp_path / "head", [_trace("Paris", 1.0)], stages=new_stage)
+    (head / "data" / "fingerprints").mkdir()
+    (head / "data" / "fingerprints" / "dense.json").write_text('{"encoder": "minilm"}')
+    assert differences(base, head) == []
+    (head / "data" / "runs" / "m" / "nq.extra.json").write_text("{}")
+    assert differences(base, head) == ["data/runs/m/nq.extra.json: only in the working tree"]
 
 
 def test_a_changed_answer_a_changed_metric_and_a_missing_file_are_each_named(tmp_path: Path) -> None:
