@@ -420,7 +420,7 @@ def recommit(
     if not verdict.stages:
         console.print("recommit: no stage is stale: nothing to record", style="green", highlight=False)
         return
-    console.print(f"stale for code or params alone: {', '.join(verdict.stages)}", highlight=False, soft_wrap=True)
+    console.print(f"stale for code, params or newly listed dependencies: {', '.join(verdict.stages)}", highlight=False, soft_wrap=True)
     if verdict.differences:
         lines = "\n".join(f"  - {line}" for line in verdict.differences)
         _fail(f"the change alters what the tiny pipeline writes, so the stages must run again (`skillrag repro`):\n{lines}")
