@@ -405,11 +405,12 @@ def recommit(
     keep: Annotated[Path | None, typer.Option(help="Keep the two tiny projects in this new folder, to look at what differs.")] = None,
 ) -> None:
     """Record in dvc.lock a change that leaves every output as it was (a rename, a docstring, a
-    refactor) without re-running the stages it made stale: only stages stale for code, params or
-    newly listed dependencies, and only when the tiny profile's pipeline, run once with the base commit's code and once
-    with the working tree's, writes the same small outputs (traces, metrics, state rows, prober and
-    router records, fingerprints, gate results). Two tiny runs, about 7 minutes
-    each on two cores; then `dvc commit -f` of those stages (skillrag.recommit)."""
+    refactor) without re-running the stages it made stale. A stage is recordable when it is stale
+    for code, params or newly listed dependencies only, and is recorded when the tiny profile's
+    pipeline, run once with the base commit's code and once with the working tree's, has it write
+    the same small outputs (traces, metrics, state rows, prober and router records, fingerprints,
+    gate results). Two tiny runs, about 7 minutes each on two cores; then `dvc commit -f` of those
+    stages; the others are listed for `skillrag repro` (skillrag.recommit)."""
     from skillrag import recommit as rc
 
     root = state.params_file.resolve().parent
@@ -417,14 +418,17 @@ def recommit(
         _fail(f"--keep {keep}: the folder exists; name a new one")
     with console.status(f"running the tiny pipeline at {base} and in the working tree ..."):
         verdict = rc.check(root, base, keep)
+    if verdict.must_run:
+        lines = "\n".join(f"  - {change}" for change in verdict.must_run)
+        console.print(f"these stages must run (`skillrag repro`, after this):\n{lines}", highlight=False, soft_wrap=True)
     if not verdict.stages:
-        console.print("recommit: no stage is stale: nothing to record", style="green", highlight=False)
+        console.print("recommit: no stale stage is recordable: nothing to record", highlight=False)
         return
-    console.print(f"stale for code, params or newly listed dependencies: {', '.join(verdict.stages)}", highlight=False, soft_wrap=True)
+    console.print(f"recordable: {', '.join(verdict.stages)}", highlight=False, soft_wrap=True)
     if verdict.differences:
         lines = "\n".join(f"  - {line}" for line in verdict.differences)
-        _fail(f"the change alters what the tiny pipeline writes, so the stages must run again (`skillrag repro`):\n{lines}")
-    console.print(f"the tiny pipeline writes the same at {base} and now ({verdict.compared} files compared)", highlight=False)
+        _fail(f"the change alters what these stages write in the tiny pipeline, so they must run (`skillrag repro`):\n{lines}")
+    console.print(f"their outputs are the same at {base} and now ({verdict.compared} files compared)", highlight=False)
     if dry:
         return
     rc.commit(root, verdict.stages)

@@ -6,21 +6,21 @@ without this a renamed module would cost a whole run. DVC's own answer is `dvc c
 has run and its outputs are present: record its new dependencies"); recommit uses it only once the
 change is shown to change nothing:
 
-1. `dvc status`: every stale stage must be stale for code (files under `skillrag/`), params.yaml, or
-   a dependency dvc.yaml lists now and dvc.lock did not record (a renamed module, a new stage's
-   output the stage now reads). Changed data, outputs that are missing or modified, a changed
-   command, or a stage that never ran are refused before anything runs: those stages must run
-   (`skillrag repro`).
+1. `dvc status`: a stale stage is recordable when it is stale for code (files under `skillrag/`),
+   params.yaml, or a dependency dvc.yaml lists now and dvc.lock did not record (a renamed module, a
+   file a stage now reads). One with changed data, outputs missing or modified, a changed command,
+   or no run at all must run (`skillrag repro`, after this): recording the others first hides
+   nothing, since DVC sees a re-run stage's new outputs in its consumers' dependencies.
 2. The tiny profile's whole pipeline runs twice, in fresh projects: once with the code, dvc.yaml and
-   params.yaml of the base commit, once with the working tree's. Every small output both write (the
-   JSON, JSON-lines and parquet files under data/ and reports/: questions, index fingerprint, state
-   rows, prober and router records, thresholds, traces, metrics, gate results; not the cache-only
-   index, vectors and Data Docs, whose identity the fingerprints carry, nor the timings) must be the
-   same record by record, wall-clock and provenance fields (VOLATILE) aside and numbers within
+   params.yaml of the base commit, once with the working tree's. Every small output of the
+   recordable stages (their JSON, JSON-lines and parquet files: questions, fingerprints, state rows,
+   prober and router records, thresholds, traces, metrics, gate results; not the cache-only index,
+   vectors and Data Docs, whose identity the fingerprints carry, nor the timings) must be the same
+   in both, record by record, wall-clock and provenance fields (VOLATILE) aside and numbers within
    TOLERANCE (float32 rows of differently composed batches differ by ~1e-7).
    The tiny profile exercises every stage and method with a real model and index in minutes.
-3. Only then `dvc commit -f` the stale stages. Committing dvc.lock is left to you, with the check
-   named in the message.
+3. Only then `dvc commit -f` the recordable stages. Committing dvc.lock is left to you, with the
+   check named in the message.
 
 The check cannot see a path the tiny profile does not take (a code branch only larger data reaches):
 it is evidence, not proof, which is why params changes are allowed only when the tiny run agrees.
@@ -135,18 +135,12 @@ def stale(root: Path) -> list[Change]:
     return changes
 
 
-def recordable_stages(changes: list[Change]) -> list[str]:
-    """The stale stages, in status order, when every change is `recordable`; else RecommitRefused
-    naming the changes that need a real run."""
-    refused = [change for change in changes if not change.recordable]
-    if refused:
-        lines = "\n".join(f"  - {change}" for change in refused)
-        raise RecommitRefused(
-            "these changes are not code, params or newly listed dependencies, so the stages must run "
-            "(`skillrag repro`); "
-            f"missing cache-only outputs can be restored first (`skillrag repro --dry` says how):\n{lines}"
-        )
-    return list(dict.fromkeys(change.stage for change in changes))
+def split(changes: list[Change]) -> tuple[list[str], list[Change]]:
+    """The recordable stale stages (every change of theirs `recordable`), in status order, and the
+    changes that make the other stages need a run."""
+    must_run = [change for change in changes if not change.recordable]
+    blocked = {change.stage for change in must_run}
+    return list(dict.fromkeys(c.stage for c in changes if c.stage not in blocked)), must_run
 
 
 def tiny_project(code: Path, dest: Path, root: Path | None = None) -> Path:
@@ -236,15 +230,18 @@ def _stage_outs(project: Path) -> dict[str, list[str]]:
             for name, entry in stages.items()}
 
 
-def differences(base: Path, head: Path) -> list[str]:
-    """Where two finished tiny projects behave differently: files only one holds (but the outputs
-    of a stage only the head has), record counts, and the first differing record of each file
-    (VOLATILE fields aside, numbers within TOLERANCE). Empty when the same."""
+def _written_by(project: Path, stages: list[str]) -> set[str]:
+    """The behaviour files of `project` under the outputs its dvc.yaml gives `stages`."""
+    outs = [out for name, paths in _stage_outs(project).items() if name in stages for out in paths]
+    return {name for name in _behaviour_files(project) if any(name == out or name.startswith(f"{out}/") for out in outs)}
+
+
+def differences(base: Path, head: Path, stages: list[str]) -> list[str]:
+    """Where two finished tiny projects' `stages` wrote differently: files only one wrote, record
+    counts, and the first differing record of each file (VOLATILE fields aside, numbers within
+    TOLERANCE). Empty when the same."""
     found = []
-    base_files, head_files = _behaviour_files(base), _behaviour_files(head)
-    base_stages, head_stages = _stage_outs(base), _stage_outs(head)
-    added = tuple(out for name, outs in head_stages.items() if name not in base_stages for out in outs)
-    head_files = {name for name in head_files if not any(name == out or name.startswith(f"{out}/") for out in added)}
+    base_files, head_files = _written_by(base, stages), _written_by(head, stages)
     for name in sorted(base_files ^ head_files):
         found.append(f"{name}: only {'at the base' if name in base_files else 'in the working tree'}")
     for name in sorted(base_files & head_files):
@@ -274,7 +271,8 @@ def checkout(root: Path, ref: str, dest: Path) -> Iterator[Path]:
 
 @dataclass(frozen=True)
 class Verdict:
-    stages: list[str]
+    stages: list[str]  # recordable
+    must_run: list[Change]  # what keeps the other stale stages from being recorded
     base: str
     compared: int  # behaviour files compared
     differences: list[str]
@@ -283,25 +281,25 @@ class Verdict:
 def check(root: Path, base: str, work: Path | None = None) -> Verdict:
     """Steps 1 and 2 of the module docstring; `work` (default: a temporary folder) holds the two
     tiny projects, kept there when given."""
-    stages = recordable_stages(stale(root))
+    stages, must_run = split(stale(root))
     if not stages:
-        return Verdict([], base, 0, [])
+        return Verdict([], must_run, base, 0, [])
     with tempfile.TemporaryDirectory(prefix="skillrag-recommit-") as tmp:
         folder = work or Path(tmp)
         with checkout(root, base, folder / "base-tree") as tree:
             base_run = run_tiny(tiny_project(tree, folder / "base", root))
         head_run = run_tiny(tiny_project(root, folder / "head"))
-        compared = len(_behaviour_files(base_run) | _behaviour_files(head_run))
-        return Verdict(stages, base, compared, differences(base_run, head_run))
+        compared = len(_written_by(base_run, stages) | _written_by(head_run, stages))
+        return Verdict(stages, must_run, base, compared, differences(base_run, head_run, stages))
 
 
 def commit(root: Path, stages: list[str]) -> None:
-    """Step 3: `dvc commit -f` the stages (their outputs are present: step 1 refused missing ones)."""
+    """Step 3: `dvc commit -f` the stages (their outputs are present: a missing one is a must-run change)."""
     _run(["dvc", "commit", "-f", *stages], root)
 
 
 def message(verdict: Verdict) -> str:
     """A git commit message for dvc.lock that names the check behind it."""
-    return (f"recommit {', '.join(verdict.stages)}: the change leaves every small output of the tiny pipeline as at "
+    return (f"recommit {', '.join(verdict.stages)}: the change leaves every small output of theirs in the tiny pipeline as at "
             f"{verdict.base} ({verdict.compared} files compared, wall-clock fields aside); dvc commit, no re-run")
 

@@ -19,7 +19,7 @@ from skillrag.recommit import (
     checkout,
     commit,
     differences,
-    recordable_stages,
+    split,
     stale,
 )
 
@@ -66,8 +66,8 @@ def test_a_code_and_params_change_is_accepted_and_committed_without_running(proj
     (project / "params.yaml").write_text("a:\n  x: 1\n  y: 2\n")
     (project / "dvc.yaml").write_text(DVC_YAML.replace("params: [a.x]", "params: [a.x, a.y]"))
     written = {name: (project / name).read_text() for name in ("mid.txt", "out.txt")}  # each run stamps the time
-    stages = recordable_stages(stale(project))
-    assert stages == ["first", "second"]
+    stages, must_run = split(stale(project))
+    assert (stages, must_run) == (["first", "second"], [])
     commit(project, stages)
     assert stale(project) == []
     assert {name: (project / name).read_text() for name in written} == written  # nothing ran again
@@ -83,12 +83,12 @@ def test_a_code_and_params_change_is_accepted_and_committed_without_running(proj
     ],
     ids=["data", "missing-output", "command"],
 )
-def test_data_outputs_and_commands_are_refused_naming_them(project: Path, damage, named: str) -> None:
+def test_data_outputs_and_commands_make_their_stage_run_and_leave_the_other_recordable(project: Path, damage, named: str) -> None:
     (project / "skillrag" / "one.py").write_text('"""Also a code change."""\n')
     damage(project)
-    with pytest.raises(RecommitRefused, match="so the stages must run") as info:
-        recordable_stages(stale(project))
-    assert named in str(info.value) and "skillrag/one.py" not in str(info.value)
+    stages, must_run = split(stale(project))
+    assert [str(change) for change in must_run] == [named]
+    assert stages == [name for name in ("first", "second") if not named.startswith(name)]
 
 
 def test_a_newly_listed_dependency_is_recordable_and_a_stage_that_never_ran_is_not(project: Path) -> None:
@@ -97,9 +97,8 @@ def test_a_newly_listed_dependency_is_recordable_and_a_stage_that_never_ran_is_n
     (project / "dvc.yaml").write_text(DVC_YAML.replace("deps: [input.txt,", "deps: [extra.txt, input.txt,") + third)
     changes = stale(project)
     assert Change("first", "changed deps", "extra.txt", NEWLY_LISTED) in changes
-    with pytest.raises(RecommitRefused) as info:
-        recordable_stages(changes)
-    assert "third: never run" in str(info.value) and "extra.txt" not in str(info.value)
+    stages, must_run = split(changes)
+    assert (stages, must_run) == (["first"], [Change("third", "never run")])
 
 
 def test_an_unknown_base_is_refused(project: Path, tmp_path: Path) -> None:
@@ -112,10 +111,16 @@ def _trace(answer: str, latency: float) -> dict:
             "totals": {"llm_calls": 1, "latency_s": latency}}
 
 
+RECORDED = ["evaluate", "summarize", "extract", "index"]
+
+
 def _run_folder(root: Path, traces: list[dict], metrics: dict | None = None, stages: str = "") -> Path:
     """A finished project's outputs: method m's traces on nq, its metrics, and an index file."""
     (root / "data" / "runs" / "m").mkdir(parents=True)
-    (root / "dvc.yaml").write_text("stages:\n  evaluate:\n    outs: [data/runs/m]\n" + stages)
+    (root / "dvc.yaml").write_text(
+        "stages:\n  evaluate:\n    outs: [data/runs/m]\n  summarize:\n    outs: [{reports/metrics.json: {cache: false}}]\n"
+        "  extract:\n    outs: [data/states]\n  index:\n    outs: [data/index]\n" + stages
+    )
     (root / "data" / "runs" / "m" / "nq.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
     (root / "data" / "index").mkdir()
     (root / "data" / "index" / "docs.jsonl").write_text(json.dumps({"differs": str(root)}) + "\n")  # an input: skipped
@@ -127,7 +132,7 @@ def _run_folder(root: Path, traces: list[dict], metrics: dict | None = None, sta
 def test_runs_that_differ_only_in_wall_clock_fields_are_the_same(tmp_path: Path) -> None:
     base = _run_folder(tmp_path / "base", [_trace("Paris", 1.5)])
     head = _run_folder(tmp_path / "head", [_trace("Paris", 9.0)], {"m": {"nq": {"acc": 0.5, "latency_s": 7.0}}})
-    assert differences(base, head) == []
+    assert differences(base, head, RECORDED) == []
 
 
 def test_numbers_within_the_tolerance_and_equal_vectors_are_the_same(tmp_path: Path) -> None:
@@ -136,9 +141,9 @@ def test_numbers_within_the_tolerance_and_equal_vectors_are_the_same(tmp_path: P
     base_trace, head_trace = _trace("Paris", 1.0), _trace("Paris", 1.0)
     base_trace["rounds"][0] |= {"score": 0.73125, "state": encode_vector([0.5, -1.25])}
     head_trace["rounds"][0] |= {"score": 0.73125 + 1e-7, "state": encode_vector([0.5 + 1e-7, -1.25])}
-    assert differences(_run_folder(tmp_path / "base", [base_trace]), _run_folder(tmp_path / "head", [head_trace])) == []
+    assert differences(_run_folder(tmp_path / "base", [base_trace]), _run_folder(tmp_path / "head", [head_trace]), RECORDED) == []
     head_trace["rounds"][0]["state"] = encode_vector([0.5, -1.0])
-    assert differences(_run_folder(tmp_path / "base2", [base_trace]), _run_folder(tmp_path / "head2", [head_trace])) == [
+    assert differences(_run_folder(tmp_path / "base2", [base_trace]), _run_folder(tmp_path / "head2", [head_trace]), RECORDED) == [
         "data/runs/m/nq.jsonl, record 1: rounds[0].state[1]: -1.25 at the base, -1.0 now"
     ]
 
@@ -152,18 +157,19 @@ def test_state_rows_are_compared_and_run_provenance_is_not(tmp_path: Path) -> No
         (root / "data" / "states").mkdir()
     pd.DataFrame({"id": ["q1", "q2"], "acc": [1.0, 0.0]}).to_parquet(base / "data" / "states" / "shard-0.parquet")
     pd.DataFrame({"id": ["q1", "q2"], "acc": [1.0, 1.0]}).to_parquet(head / "data" / "states" / "shard-0.parquet")
-    assert differences(base, head) == ["data/states/shard-0.parquet, record 2: acc: 0.0 at the base, 1.0 now"]
+    assert differences(base, head, RECORDED) == ["data/states/shard-0.parquet, record 2: acc: 0.0 at the base, 1.0 now"]
 
 
-def test_a_new_stages_outputs_are_no_difference_but_a_new_file_of_an_old_stage_is(tmp_path: Path) -> None:
+def test_only_what_the_recorded_stages_write_is_compared(tmp_path: Path) -> None:
     new_stage = "  index_dense:\n    outs: [data/dense, {data/fingerprints/dense.json: {cache: false}}]\n"
     base = _run_folder(tmp_path / "base", [_trace("Paris", 1.0)])
     head = _run_folder(tmp_path / "head", [_trace("Paris", 1.0)], stages=new_stage)
     (head / "data" / "fingerprints").mkdir()
-    (head / "data" / "fingerprints" / "dense.json").write_text('{"encoder": "minilm"}')
-    assert differences(base, head) == []
+    (head / "data" / "fingerprints" / "dense.json").write_text('{"encoder": "minilm"}')  # a stage run, not recorded
+    assert differences(base, head, RECORDED) == []
     (head / "data" / "runs" / "m" / "nq.extra.json").write_text("{}")
-    assert differences(base, head) == ["data/runs/m/nq.extra.json: only in the working tree"]
+    assert differences(base, head, RECORDED) == ["data/runs/m/nq.extra.json: only in the working tree"]
+    assert differences(base, head, ["summarize"]) == []
 
 
 def test_a_changed_answer_a_changed_metric_and_a_missing_file_are_each_named(tmp_path: Path) -> None:
@@ -171,7 +177,7 @@ def test_a_changed_answer_a_changed_metric_and_a_missing_file_are_each_named(tmp
     head = _run_folder(tmp_path / "head", [_trace("Paris", 1.0), _trace("Milan", 1.0)],
                        {"m": {"nq": {"acc": 0.0, "latency_s": 1.0}}})
     (base / "data" / "runs" / "m" / "hotpotqa.jsonl").write_text(json.dumps(_trace("Oslo", 1.0)) + "\n")
-    assert differences(base, head) == [
+    assert differences(base, head, RECORDED) == [
         "data/runs/m/hotpotqa.jsonl: only at the base",
         'data/runs/m/nq.jsonl, record 2: answer: "Rome" at the base, "Milan" now',
         "reports/metrics.json, record 1: m.nq.acc: 0.5 at the base, 0.0 now",
