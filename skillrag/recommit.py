@@ -49,7 +49,8 @@ from skillrag.vectors import decode_vector
 
 CODE = "skillrag"  # the package: a stage's code deps are it, or files and folders under it
 PARAMS = "params.yaml"
-VOLATILE = frozenset({"latency_s", "compute_s", "provenance"})  # wall-clock seconds; which commit and machine ran it
+# wall-clock seconds (and their interval in metrics_detail.json); which commit and machine ran it
+VOLATILE = frozenset({"latency_s", "latency_s_ci95", "compute_s", "provenance"})
 VECTORS = frozenset({"state"})  # base64 float32 vectors (skillrag.vectors): compared as numbers
 TOLERANCE = 1e-5  # relative and absolute: float32 rows batched differently differ by ~1e-7 (skillrag.eval.runner)
 _MISSING = object()

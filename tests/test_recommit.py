@@ -131,7 +131,7 @@ def _run_folder(root: Path, traces: list[dict], metrics: dict | None = None, sta
 
 def test_runs_that_differ_only_in_wall_clock_fields_are_the_same(tmp_path: Path) -> None:
     base = _run_folder(tmp_path / "base", [_trace("Paris", 1.5)])
-    head = _run_folder(tmp_path / "head", [_trace("Paris", 9.0)], {"m": {"nq": {"acc": 0.5, "latency_s": 7.0}}})
+    head = _run_folder(tmp_path / "head", [_trace("Paris", 9.0)], {"m": {"nq": {"acc": 0.5, "latency_s": 7.0, "latency_s_ci95": [6.0, 8.0]}}})
     assert differences(base, head, RECORDED) == []
 
 
