@@ -133,6 +133,11 @@ def _messages(project: Path) -> list[str]:
     return _sh(project, "git", "log", "--format=%s").stdout.splitlines()
 
 
+def _committed_traces(project: Path) -> list[str]:
+    shown = subprocess.run(["git", "show", "HEAD:data/runs/traces.jsonl"], cwd=project, capture_output=True, text=True)
+    return shown.stdout.splitlines()
+
+
 def _lock_outs(project: Path, stage: str) -> dict[str, str]:
     return {out["path"]: out["md5"] for out in yaml.safe_load((project / "dvc.lock").read_text())["stages"][stage]["outs"]}
 
@@ -176,15 +181,18 @@ def test_sigterm_commits_the_partial_traces_and_a_fresh_clone_finishes_them_as_o
     runner = subprocess.Popen(["skillrag", "repro", "--checkpoint", "1s"], cwd=project, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
-    while not any("checkpoint" in m for m in _messages(project)):  # a checkpoint committed while it runs
+    # A checkpoint committed while it runs, with a trace in it (on a slow machine the first one can
+    # come before the stage has written any).
+    while not (any("checkpoint" in m for m in _messages(project)) and _committed_traces(project)):
         assert runner.poll() is None and time.monotonic() < deadline, runner.communicate()[0]
         time.sleep(0.2)
+    checkpointed = len(_committed_traces(project))
     runner.send_signal(signal.SIGTERM)
     out = runner.communicate(timeout=120)[0]
     assert runner.returncode == 143, out
     assert "evaluate: interrupted; its partial outputs are committed" in out
-    committed = _sh(project, "git", "show", "HEAD:data/runs/traces.jsonl").stdout.splitlines()
-    assert 0 < len(committed) < 12
+    committed = _committed_traces(project)
+    assert checkpointed <= len(committed) < 12
     assert _sh(project, "git", "status", "--porcelain", "--", "data/runs").stdout == ""
     assert "evaluate" not in yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     stopped_legs = json.loads(_sh(project, "git", "show", f"HEAD:{LEGS}").stdout)  # its wall time so far
