@@ -380,10 +380,10 @@ def ask(
     if len(text) > limit:
         _fail(f"the question has {len(text):,} characters, over prepare.max_question_chars={limit:,}")
     with console.status("loading model, index and the method's artifacts ..."):
-        parts = open_components(
+        components = open_components(
             params, paths, METHODS[method].needs_prober, needs_classifier=METHODS[method].needs_classifier, method=method
         )
-    trace = build_method(method, parts).answer(
+    trace = build_method(method, components).answer(
         Question(id="ask", dataset="ask", question=text, answers=[]), on_round=None if json_output else _show_round
     )
     if json_output:

@@ -216,7 +216,7 @@ STAGES: dict[str, StageEntry] = {
             note="explores every skill from failure states; the gated methods' own retries set the after-evidence cuts",
         ),
         StageEntry(
-            "extract", "extract", "skillrag.stages.states", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),
+            "extract", "extract", "skillrag.stages.extraction", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),
             params=(*LM, "lm.layers", "extract.strategies", "retrieval", "prepare.max_question_chars"),
             outs=(
                 Out(ROWS, note="answers, labels, token log-probs and entropies"),

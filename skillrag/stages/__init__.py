@@ -25,7 +25,7 @@ from skillrag.stages.questions import gate_prepare, prepare
 from skillrag.stages.reporting import report
 from skillrag.stages.routing import train_router
 from skillrag.stages.settings import provenance, run_settings
-from skillrag.stages.states import extract, gate_extract
+from skillrag.stages.extraction import extract, gate_extract
 from skillrag.stages.summary import summarize
 from skillrag.stages.thresholds import tune_thresholds
 from skillrag.stages.timing import timed

@@ -12,11 +12,11 @@ from skillrag.paths import Paths
 
 def index(params: Params, paths: Paths) -> Any:
     """Corpus -> data/corpus (JsonCollection) + data/index/{lucene,bm25s}, then their fingerprint
-    (skillrag.retrieval.manifest); returns IndexStats."""
+    (skillrag.retrieval.fingerprint); returns IndexStats."""
     from skillrag.data.corpus import read_corpus
     from skillrag.files import write_json
     from skillrag.retrieval import build_indexes, index_fingerprint
-    from skillrag.retrieval.manifest import smoke_queries
+    from skillrag.retrieval.fingerprint import smoke_queries
 
     passages = list(read_corpus(params.index.corpus_file, params.index.max_passages))
     stats = build_indexes(

@@ -55,7 +55,7 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
 
     from skillrag.files import digest
     from skillrag.lm.loading import model_identity
-    from skillrag.retrieval.manifest import index_identity
+    from skillrag.retrieval.fingerprint import index_identity
 
     def prompts() -> str:
         return digest(*sorted(p for p in resources.files("skillrag.prompts").iterdir() if p.name.endswith(".txt")))
