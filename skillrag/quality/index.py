@@ -60,8 +60,8 @@ def gate_index(
     manifest (IndexCorruptError naming the file otherwise)."""
     from skillrag.retrieval import LuceneRetriever
     from skillrag.retrieval.bm25s_backend import count_bm25s_docs
-    from skillrag.retrieval.lucene_backend import count_lucene_docs
     from skillrag.retrieval.fingerprint import BACKEND_DIRS, SMOKE_K, smoke_queries, verify_index
+    from skillrag.retrieval.lucene_backend import count_lucene_docs
 
     for backend in BACKEND_DIRS:
         verify_index(index_dir, backend)

@@ -12,9 +12,9 @@ from pathlib import Path
 from skillrag.errors import ConfigError
 from skillrag.retrieval.base import Hit, IndexMissingError, Retriever
 from skillrag.retrieval.bm25s_backend import BM25sRetriever
+from skillrag.retrieval.fingerprint import IndexCorruptError, index_fingerprint, index_identity
 from skillrag.retrieval.index import IndexStats, build_indexes
 from skillrag.retrieval.lucene_backend import LuceneRetriever
-from skillrag.retrieval.fingerprint import IndexCorruptError, index_fingerprint, index_identity
 
 BACKENDS = ("lucene", "bm25s")
 
