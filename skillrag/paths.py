@@ -75,6 +75,12 @@ class Paths:
         return self.root / "data" / "fingerprints" / "index.json"
 
     @property
+    def dense_fingerprint(self) -> Path:
+        """The dense index's identity by content (git-tracked), kept apart from the BM25 one so that
+        a BM25 run's identity does not change with the dense index."""
+        return self.root / "data" / "fingerprints" / "dense.json"
+
+    @property
     def states(self) -> Path:
         """Extract's output (skillrag.probe.state_store): `rows/` (git-tracked) and `vectors/` (DVC cache)."""
         return self.root / "data" / "states"

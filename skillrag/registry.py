@@ -20,8 +20,12 @@ from skillrag.errors import ConfigError
 
 # What every answer depends on: the questions, the model, the prompt templates, how much it writes.
 ANSWERS = ("questions", "model", "prompts", "lm.max_new_tokens", "lm.prompt_format")
-# What a retrieving method adds: the index and every retrieval knob.
-RETRIEVAL = ("index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words")
+# What a retrieving method adds: the index and every retrieval knob (the run settings keep only
+# those the chosen backend reads: RetrievalParams.recorded).
+RETRIEVAL = (
+    "index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words",
+    "retrieval.fusion_k", "retrieval.fusion_depth",
+)
 # The prober-gated loop (skillrag.methods.gated).
 GATED = (*ANSWERS, *RETRIEVAL, "prober", "probe.threshold", "methods.max_rounds", "methods.max_passages")
 TUNED = "auto: data/thresholds/thresholds.json"  # what an `auto` trigger threshold resolves to

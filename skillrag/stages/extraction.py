@@ -108,7 +108,8 @@ def fingerprint(
     inputs: Mapping[str, Any], layers: Sequence[int], strategies: Sequence[str], max_new_tokens: int, questions: Sequence[Question]
 ) -> str:
     """Everything that changes the rows: a partial run is resumed only when this matches.
-    `inputs`: the identities of the model and of the retrieval (backend, k, k1, b, the index fingerprint's digest)."""
+    `inputs`: the identities of the model and of the retrieval (the knobs its backend reads, `RetrievalParams.recorded`,
+    and what it retrieves from, `runtime.retrieval_identity`)."""
     from skillrag.prompts import load_prompt
 
     material = json.dumps(
@@ -357,9 +358,7 @@ def _inputs(params: Params, paths: Paths) -> dict[str, Any]:
 
     inputs: dict[str, Any] = {"model": model_identity(params.lm.model, params.lm.device, params.lm.dtype)}
     if "single_step" in params.extract.strategies:
-        from skillrag.retrieval.fingerprint import index_identity
-
-        inputs["retrieval"] = {**params.retrieval.model_dump(), "index": index_identity(paths.index_fingerprint)}
+        inputs["retrieval"] = {**params.retrieval.recorded(), "index": runtime.retrieval_identity(params, paths)}
     return inputs
 
 
