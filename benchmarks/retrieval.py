@@ -31,7 +31,6 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 from time import perf_counter
-from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -42,7 +41,15 @@ from skillrag.data.schema import Question
 from skillrag.data.splits import load_split
 from skillrag.files import read_jsonl
 from skillrag.metrics import accuracy
-from skillrag.retrieval import BACKENDS, Hit, HybridRetriever, IndexStats, Retriever, build_indexes, open_retriever
+from skillrag.retrieval import (
+    BACKENDS,
+    Hit,
+    HybridRetriever,
+    IndexStats,
+    Retriever,
+    build_indexes,
+    open_retriever,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"

@@ -16,7 +16,6 @@ from skillrag.config import IndexParams
 from skillrag.files import read_jsonl
 from skillrag.quality.gate import Check, run_gate
 
-
 NORM_TOLERANCE = 1e-3  # float32 unit vectors are within ~1e-6 of length 1; an unnormalised one is far off
 
 

@@ -11,7 +11,13 @@ import pytest
 
 from skillrag.errors import ArtifactError
 from skillrag.files import write_json
-from skillrag.retrieval import DenseRetriever, IndexCorruptError, build_indexes, dense_fingerprint, open_retriever
+from skillrag.retrieval import (
+    DenseRetriever,
+    IndexCorruptError,
+    build_indexes,
+    dense_fingerprint,
+    open_retriever,
+)
 from skillrag.retrieval import dense as dense_module
 from skillrag.retrieval.dense import embed, embed_passages, stored_vectors
 from skillrag.retrieval.fingerprint import smoke_queries

@@ -5,7 +5,14 @@ from pathlib import Path
 import pytest
 
 from skillrag.errors import ArtifactError
-from skillrag.retrieval import BACKENDS, BM25_BACKENDS, BM25sRetriever, IndexMissingError, Retriever, open_retriever
+from skillrag.retrieval import (
+    BACKENDS,
+    BM25_BACKENDS,
+    BM25sRetriever,
+    IndexMissingError,
+    Retriever,
+    open_retriever,
+)
 from tests.retrieval.corpus import BuiltIndex
 
 QUERIES = {
