@@ -564,7 +564,7 @@ def search(
     table = Table("rank", "score", "id", "title", "text", show_lines=True)
     for rank, hit in enumerate(retriever.search(query, k), start=1):
         text = hit.passage.text if len(hit.passage.text) <= 200 else hit.passage.text[:200] + " ..."
-        table.add_row(str(rank), f"{hit.score:.2f}", hit.passage.id, hit.passage.title, text)
+        table.add_row(str(rank), f"{hit.score:.4g}", hit.passage.id, hit.passage.title, text)
     Console().print(table)
 
 
