@@ -132,12 +132,12 @@ def evaluation_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
 
     def run(concurrency: int, reuse: int, items: list[Question] = questions) -> tuple[float, dict, float]:
         memory = ReusingLM(lm, reuse)
-        parts = Components(memory, retriever, prober, k=args.k, max_new_tokens=args.max_new_tokens)
+        components = Components(memory, retriever, prober, k=args.k, max_new_tokens=args.max_new_tokens)
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
             traces = {
                 name: run_method(
-                    build_method(name, parts), items, Path(tmp) / f"{name}.jsonl", {},
+                    build_method(name, components), items, Path(tmp) / f"{name}.jsonl", {},
                     concurrency=concurrency, batch_size=args.n,
                 )
                 for name in args.methods
@@ -182,7 +182,7 @@ def retry_retriever(args: argparse.Namespace, questions: list):
     from skillrag.data.corpus import read_corpus
     from skillrag.retrieval import open_retriever
     from skillrag.retrieval.bm25s_backend import build_bm25s_index
-    from skillrag.retrieval.manifest import write_index_manifest
+    from skillrag.retrieval.fingerprint import write_index_manifest
 
     if (args.index / "bm25s").is_dir():
         return open_retriever("bm25s", args.index)
@@ -238,10 +238,10 @@ def retry_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
     prober = RejectEverything(default_layers(lm.num_layers))
     runs = {}
     for name in ("single_step", "probing_rag", "skill_rag"):
-        parts = Components.from_params(params, ReusingLM(lm, 0), retriever, prober)
+        components = Components.from_params(params, ReusingLM(lm, 0), retriever, prober)
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            traces = run_method(build_method(name, parts), questions, Path(tmp) / "runs.jsonl", {},
+            traces = run_method(build_method(name, components), questions, Path(tmp) / "runs.jsonl", {},
                                 concurrency=args.concurrency, batch_size=args.n)
             runs[name] = (time.perf_counter() - start) / len(questions), traces
 

@@ -93,9 +93,9 @@ def prepare() -> None:
 @app.command()
 def index() -> None:
     """Write the corpus as a pyserini JsonCollection (data/corpus/) and build the Lucene and bm25s
-    BM25 indexes (data/index/), then run the index quality gate."""
+    BM25 indexes and the dense index (data/index/), then run the index quality gate."""
     result, paths = _run_stage("index")
-    console.print(f"Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s")
+    console.print(f"Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s, dense {result.dense_seconds:.1f} s")
     _done("index", result, paths)
 
 
@@ -380,10 +380,10 @@ def ask(
     if len(text) > limit:
         _fail(f"the question has {len(text):,} characters, over prepare.max_question_chars={limit:,}")
     with console.status("loading model, index and the method's artifacts ..."):
-        parts = open_components(
+        components = open_components(
             params, paths, METHODS[method].needs_prober, needs_classifier=METHODS[method].needs_classifier, method=method
         )
-    trace = build_method(method, parts).answer(
+    trace = build_method(method, components).answer(
         Question(id="ask", dataset="ask", question=text, answers=[]), on_round=None if json_output else _show_round
     )
     if json_output:
@@ -550,19 +550,21 @@ def models() -> None:
 def search(
     query: Annotated[str, typer.Argument(help="Free-text query.")],
     k: Annotated[int, typer.Option("-k", min=1, help="How many passages to show (at least 1).")] = 5,
-    backend: Annotated[str | None, typer.Option(help="lucene or bm25s (default: retrieval.backend).")] = None,
+    backend: Annotated[str | None, typer.Option(help="lucene, bm25s, dense or hybrid (default: retrieval.backend).")] = None,
 ) -> None:
-    """Search the BM25 index and print ranked passages with title, id and score."""
+    """Search the index and print ranked passages with title, id and score."""
     params, paths = state.params(), state.paths()
     from rich.table import Table
 
-    from skillrag.retrieval import open_retriever
+    from skillrag import runtime
 
-    retriever = open_retriever(backend or params.retrieval.backend, paths.index, params.retrieval.k1, params.retrieval.b)
+    if backend:
+        params = params.model_copy(update={"retrieval": params.retrieval.model_copy(update={"backend": backend})})
+    retriever = runtime.open_retriever(params, paths)
     table = Table("rank", "score", "id", "title", "text", show_lines=True)
     for rank, hit in enumerate(retriever.search(query, k), start=1):
         text = hit.passage.text if len(hit.passage.text) <= 200 else hit.passage.text[:200] + " ..."
-        table.add_row(str(rank), f"{hit.score:.2f}", hit.passage.id, hit.passage.title, text)
+        table.add_row(str(rank), f"{hit.score:.4g}", hit.passage.id, hit.passage.title, text)
     Console().print(table)
 
 

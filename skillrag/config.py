@@ -49,11 +49,26 @@ class IndexParams(_Section):
 
 
 class RetrievalParams(_Section):
-    backend: Literal["lucene", "bm25s"] = "lucene"
+    backend: Literal["lucene", "bm25s", "dense", "hybrid"] = "lucene"
     k: int = Field(3, ge=1)
     passage_words: int | None = Field(100, ge=1)  # words per passage in answer prompts (null = whole): bounds prefill
     k1: float = 0.9
     b: float = 0.4
+    fusion_k: int = Field(60, ge=1)  # hybrid: reciprocal rank fusion's constant, score = sum 1 / (fusion_k + rank)
+    fusion_depth: int = Field(20, ge=1)  # hybrid: passages each of Lucene and dense contributes to the fusion
+
+    def recorded(self) -> dict[str, Any]:
+        """The knobs the chosen backend reads, as run settings and extract's fingerprint record
+        them: for lucene and bm25s exactly the fields that existed before dense retrieval, so a
+        BM25 run's records keep their bytes; dense reads no BM25 knob, hybrid reads them all."""
+        common = ("backend", "k", "passage_words")
+        reads = {
+            "lucene": (*common, "k1", "b"),
+            "bm25s": (*common, "k1", "b"),
+            "dense": common,
+            "hybrid": (*common, "k1", "b", "fusion_k", "fusion_depth"),
+        }[self.backend]
+        return self.model_dump(include=set(reads))
 
 
 class LMParams(_Section):

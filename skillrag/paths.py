@@ -70,13 +70,19 @@ class Paths:
 
     @property
     def index_fingerprint(self) -> Path:
-        """The index's identity by content (skillrag.retrieval.manifest; git-tracked): what stages
+        """The index's identity by content (skillrag.retrieval.fingerprint; git-tracked): what stages
         that read the index depend on, since the Lucene files differ byte-wise between builds."""
         return self.root / "data" / "fingerprints" / "index.json"
 
     @property
+    def dense_fingerprint(self) -> Path:
+        """The dense index's identity by content (git-tracked), kept apart from the BM25 one so that
+        a BM25 run's identity does not change with the dense index."""
+        return self.root / "data" / "fingerprints" / "dense.json"
+
+    @property
     def states(self) -> Path:
-        """Extract's output (skillrag.probe.states): `rows/` (git-tracked) and `vectors/` (DVC cache)."""
+        """Extract's output (skillrag.probe.state_store): `rows/` (git-tracked) and `vectors/` (DVC cache)."""
         return self.root / "data" / "states"
 
     @property

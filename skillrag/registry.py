@@ -20,8 +20,12 @@ from skillrag.errors import ConfigError
 
 # What every answer depends on: the questions, the model, the prompt templates, how much it writes.
 ANSWERS = ("questions", "model", "prompts", "lm.max_new_tokens", "lm.prompt_format")
-# What a retrieving method adds: the index and every retrieval knob.
-RETRIEVAL = ("index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words")
+# What a retrieving method adds: the index and every retrieval knob (the run settings keep only
+# those the chosen backend reads: RetrievalParams.recorded).
+RETRIEVAL = (
+    "index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words",
+    "retrieval.fusion_k", "retrieval.fusion_depth",
+)
 # The prober-gated loop (skillrag.methods.gated).
 GATED = (*ANSWERS, *RETRIEVAL, "prober", "probe.threshold", "methods.max_rounds", "methods.max_passages")
 TUNED = "auto: data/thresholds/thresholds.json"  # what an `auto` trigger threshold resolves to
@@ -154,6 +158,7 @@ def validation(gate: str) -> Out:
 
 
 INDEX_FINGERPRINT = "data/fingerprints/index.json"  # what consumers of the index depend on, not its bytes
+DENSE_FINGERPRINT = "data/fingerprints/dense.json"  # the dense index's; consumers' run settings record it (hybrid, dense)
 INDEX = "data/index"
 ROWS, VECTORS = "data/states/rows", "data/states/vectors"
 # The model and how it answers: every stage that generates reads these.
@@ -199,8 +204,9 @@ STAGES: dict[str, StageEntry] = {
             "index", "index", "skillrag.stages.indexing", inputs=("${index.corpus_file}",),
             params=("index.corpus_file", "index.max_passages", "index.smoke_queries", "retrieval.k1", "retrieval.b"),
             outs=(
-                Out("data/corpus", cache=True), Out(INDEX, cache=True),
+                Out("data/corpus", cache=True), Out(INDEX, cache=True, note="lucene/, bm25s/, dense/ and their manifest"),
                 Out(INDEX_FINGERPRINT, note="corpus digest, BM25 settings, versions, smoke queries' top-k"),
+                Out(DENSE_FINGERPRINT, note="corpus digest, encoder, versions, vector count, smoke queries' dense top-k"),
                 validation("index"),
             ),
         ),
@@ -216,7 +222,7 @@ STAGES: dict[str, StageEntry] = {
             note="explores every skill from failure states; the gated methods' own retries set the after-evidence cuts",
         ),
         StageEntry(
-            "extract", "extract", "skillrag.stages.states", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),
+            "extract", "extract", "skillrag.stages.extraction", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),
             params=(*LM, "lm.layers", "extract.strategies", "retrieval", "prepare.max_question_chars"),
             outs=(
                 Out(ROWS, note="answers, labels, token log-probs and entropies"),

@@ -50,12 +50,12 @@ class AbstainAfterOneRound(Method):
 
     def run(self, session: Session) -> None:
         session.answer_round("no_retrieval")
-        session.stop("exit", self.parts.params.abstain_answer)
+        session.stop("exit", self.components.params.abstain_answer)
 
 
 def test_an_abstaining_exit_replaces_both_answers():
-    parts = Components(FakeLM([answer("Tom Hanks")]), OverlapRetriever(CORPUS))
-    trace = AbstainAfterOneRound(parts).answer(QUESTION)
+    components = Components(FakeLM([answer("Tom Hanks")]), OverlapRetriever(CORPUS))
+    trace = AbstainAfterOneRound(components).answer(QUESTION)
     assert trace.rounds[0].flexible_answer == "Tom Hanks"
     assert trace.answer == trace.flexible_answer == MethodsParams().abstain_answer
 

@@ -174,6 +174,9 @@ def test_dvc_status_follows_exactly_the_keys_each_stage_reads(project):
         "extract", "train_router", "train_adaptive", "evaluate-no_retrieval", "evaluate-single_step"
     }
     assert stale_after(lambda t: t["probe"].update(lr=0.5)) == {"train_probe"}
+    # hybrid's knobs: every stage that retrieves (DVC cannot tell which backend a stage will use)
+    retrieving = {f"evaluate-{name}" for name, entry in registry.METHODS.items() if entry.retrieves}
+    assert stale_after(lambda t: t["retrieval"].update(fusion_k=30)) == {"extract", "train_router", "train_adaptive", *retrieving}
     assert stale_after(lambda t: t["lm"].update(threads=1, batch_size=2, concurrency=2, reuse_cache=0)) == set()
 
 

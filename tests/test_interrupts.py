@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
-from skillrag.probe.states import load_features, read_rows
+from skillrag.probe.state_store import load_features, read_rows
 from tests.conftest import REPO
 from tests.fake_cli import make_workspace
 

@@ -41,7 +41,7 @@ from tqdm import tqdm
 from skillrag import interrupts
 from skillrag.data.schema import Question
 from skillrag.eval.batching import Batcher
-from skillrag.eval.summary import score_trace
+from skillrag.eval.scoring import score_trace
 from skillrag.files import DataError, replace_text, write_json
 from skillrag.methods import Method, Trace
 from skillrag.methods.errors import is_question_failure
@@ -122,7 +122,7 @@ def _claim(out_file: Path, settings: Mapping[str, Any], traced: int) -> None:
 
 def _answer(method: Method, question: Question) -> Trace:
     trace = method.answer(question)
-    trace.scores = score_trace(trace, method.parts.params.abstain_answer)
+    trace.scores = score_trace(trace, method.components.params.abstain_answer)
     return trace
 
 
@@ -133,10 +133,10 @@ def _answers(
     batched (at most `batch_size` prompts per call); the batcher stops with `stack`."""
     if concurrency == 1:
         return (_answer(method, question) for question in questions)
-    parts = method.parts
-    batcher = stack.enter_context(Batcher(parts.lm, parts.retriever, concurrency, batch_size, is_question_failure))
+    components = method.components
+    batcher = stack.enter_context(Batcher(components.lm, components.retriever, concurrency, batch_size, is_question_failure))
     forks = [
-        method.fork(replace(parts, lm=batcher.lm(slot), retriever=batcher.retriever(slot)))
+        method.fork(replace(components, lm=batcher.lm(slot), retriever=batcher.retriever(slot)))
         for slot in range(concurrency)
     ]
     return batcher.map(lambda slot, question: _answer(forks[slot], question), questions)

@@ -24,13 +24,13 @@ class AdaptiveRAG(Method):
     name = "adaptive_rag"
     needs_classifier = True
 
-    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
-        if parts.classifier is None:
+    def __init__(self, components: Components, meter: Meter | None = None) -> None:
+        if components.classifier is None:
             raise ValueError(f"method {self.name!r} needs the query-complexity classifier: run {REBUILD}")
-        super().__init__(parts, meter)
-        self.strategies = {m.name: m(parts, self.meter) for m in STRATEGY_METHODS}
+        super().__init__(components, meter)
+        self.strategies = {m.name: m(components, self.meter) for m in STRATEGY_METHODS}
 
     def run(self, session: Session) -> None:
-        routing = self.parts.classifier.choose(self.lm, session.question.question)
+        routing = self.components.classifier.choose(self.lm, session.question.question)
         session.decision_round("complexity", "", routing)
         self.strategies[routing.skill].run(session)

@@ -139,19 +139,19 @@ class Session:
         m = self.method
         passages: list[Passage] = []
         if queries:
-            found = [[hit.passage for hit in m.retriever.search(q, m.parts.k)] for q in queries]
+            found = [[hit.passage for hit in m.retriever.search(q, m.components.k)] for q in queries]
             earlier = list(self.last.passages) if self.last else []
             new = interleave(found, sum(len(f) for f in found))
-            passages = interleave([new, earlier], m.parts.params.max_passages)
+            passages = interleave([new, earlier], m.components.params.max_passages)
             self.issued.update(query_key(q) for q in queries)
         attempt = answer_with(
             m.lm,
             self.question.question,
             passages,
             m.gate,
-            m.parts.max_new_tokens,
-            m.parts.state_layers,
-            m.parts.passage_words,
+            m.components.max_new_tokens,
+            m.components.state_layers,
+            m.components.passage_words,
         )
         return self.record_attempt(stage, queries, attempt, routing, fallbacks)
 
@@ -168,8 +168,8 @@ class Session:
         m = self.method
         passages = attempt.passages
         state = None
-        if m.parts.state_layers and attempt.hidden is not None:
-            state = state_vector(attempt.hidden, m.parts.state_layers).tolist()
+        if m.components.state_layers and attempt.hidden is not None:
+            state = state_vector(attempt.hidden, m.components.state_layers).tolist()
         self._record(
             Round(
                 index=len(self.trace.rounds),
@@ -258,23 +258,23 @@ class Method(ABC):
     needs_prober: ClassVar[bool] = False
     needs_classifier: ClassVar[bool] = False
 
-    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
+    def __init__(self, components: Components, meter: Meter | None = None) -> None:
         """`meter`: count on another method's meter (a method that runs others as its steps)."""
-        if self.needs_prober and parts.prober is None:
+        if self.needs_prober and components.prober is None:
             raise ValueError(f"method {self.name!r} needs a trained prober")
-        self.parts = parts
+        self.components = components
         # What accepts an answer (score and verdict in its round): the prober when given;
         # entropy_rag sets its own.
-        self.gate: Gate | None = ProberGate(parts.prober) if parts.prober is not None else None
+        self.gate: Gate | None = ProberGate(components.prober) if components.prober is not None else None
         self.meter = meter if meter is not None else Meter()
-        self.lm = MeteredLM(parts.lm, self.meter)
-        self.retriever = MeteredRetriever(parts.retriever, self.meter)
+        self.lm = MeteredLM(components.lm, self.meter)
+        self.retriever = MeteredRetriever(components.retriever, self.meter)
 
-    def fork(self, parts: Components) -> Method:
+    def fork(self, components: Components) -> Method:
         """The same method over other components (a worker's LM and retriever fronts when
         questions run concurrently), with its own meter: an instance answers one question at a
         time."""
-        return type(self)(parts)
+        return type(self)(components)
 
     def answer(self, question: Question, on_round: OnRound | None = None) -> Trace:
         """Run the method on one question; `on_round` sees each round as it is recorded.

@@ -58,15 +58,15 @@ def qfs_query(attention: Attention, spans: list[tuple[int, int]], n: int) -> str
 class Dragin(Method):
     name = "dragin"
 
-    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
-        super().__init__(parts, meter)
-        self.threshold = resolve_threshold(parts.params.dragin.threshold, THRESHOLD, parts.thresholds)
+    def __init__(self, components: Components, meter: Meter | None = None) -> None:
+        super().__init__(components, meter)
+        self.threshold = resolve_threshold(components.params.dragin.threshold, THRESHOLD, components.thresholds)
 
     def run(self, session: Session) -> None:
-        question, dragin, budget = session.question.question, self.parts.params.dragin, self.parts.max_new_tokens
+        question, dragin, budget = session.question.question, self.components.params.dragin, self.components.max_new_tokens
         cot, passages, used, retrievals = "", (), 0, 0
         while True:
-            prompt = cot_prompt(question, passages, self.parts.passage_words)
+            prompt = cot_prompt(question, passages, self.components.passage_words)
             generation = self.lm.generate(
                 [prompt.text + cot], budget - used, stop=STOP, prefix=prompt.prefix, attention=True
             )[0]
@@ -77,14 +77,14 @@ class Dragin(Method):
                 return
             cot, used, retrievals = cot + "".join(generation.pieces[:cut]), used + cut, retrievals + 1
             query = self._qfs(question, cot, dragin.query_words) or question
-            passages = tuple(found.passage for found in self.retriever.search(query, self.parts.k))
+            passages = tuple(found.passage for found in self.retriever.search(query, self.components.k))
             # As the reference does, the sentence written over the new passages is kept unchecked
             # (checked, its first token could fire again at once and retrieve the same forever).
-            prompt = cot_prompt(question, passages, self.parts.passage_words)
+            prompt = cot_prompt(question, passages, self.components.passage_words)
             after = self.lm.generate([prompt.text + cot], budget - used, stop=STOP, prefix=prompt.prefix)[0]
             sentence = token_sentences(after)[0]
             cot, used = cot + sentence.text, used + len(sentence.pieces)
-            session.record_attempt("dragin", [query], cot_attempt(question, self.parts.passage_words, passages, cot))
+            session.record_attempt("dragin", [query], cot_attempt(question, self.components.passage_words, passages, cot))
             if sentence.last or used >= budget:
                 self._finish(session, question, passages, cot, not sentence.last, sentence.last)
                 return
@@ -93,7 +93,7 @@ class Dragin(Method):
         self, session: Session, question: str, passages: tuple[Passage, ...], cot: str, budget_hit: bool, ended: bool
     ) -> None:
         """The closing round: the whole CoT's answer; "done" when the CoT ended on its own."""
-        session.record_attempt("answer", [], cot_attempt(question, self.parts.passage_words, passages, cot, budget_hit))
+        session.record_attempt("answer", [], cot_attempt(question, self.components.passage_words, passages, cot, budget_hit))
         session.stop("done" if ended else "max_rounds")
 
     def _qfs(self, question: str, cot: str, n: int) -> str:

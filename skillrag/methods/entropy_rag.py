@@ -46,6 +46,6 @@ class EntropyRAG(ProbingRAG):
     name = "entropy_rag"
     needs_prober = False
 
-    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
-        super().__init__(parts, meter)
-        self.gate = EntropyGate(resolve_threshold(parts.params.entropy_rag.cut, CUT, parts.thresholds))
+    def __init__(self, components: Components, meter: Meter | None = None) -> None:
+        super().__init__(components, meter)
+        self.gate = EntropyGate(resolve_threshold(components.params.entropy_rag.cut, CUT, components.thresholds))

@@ -47,13 +47,13 @@ class SkillExploration(Method):
 
     name = "skill_exploration"
 
-    def __init__(self, parts: Components, is_correct: IsCorrect) -> None:
-        super().__init__(parts)
+    def __init__(self, components: Components, is_correct: IsCorrect) -> None:
+        super().__init__(components)
         self.is_correct = is_correct
         self.skills = build_skills(self.lm)
 
-    def fork(self, parts: Components) -> SkillExploration:
-        return SkillExploration(parts, self.is_correct)
+    def fork(self, components: Components) -> SkillExploration:
+        return SkillExploration(components, self.is_correct)
 
     def run(self, session: Session) -> None:
         first = session.answer_round("retrieval", [session.question.question])
@@ -156,11 +156,11 @@ class FirstRetry(Method):
     name = "first_retry"
 
     def __init__(self, gated: GatedRAG) -> None:
-        super().__init__(replace(gated.parts, prober=None), meter=gated.meter)  # its rounds are ungated
+        super().__init__(replace(gated.components, prober=None), meter=gated.meter)  # its rounds are ungated
         self.gated = gated
 
-    def fork(self, parts: Components) -> FirstRetry:
-        return FirstRetry(self.gated.fork(replace(parts, prober=self.gated.parts.prober)))
+    def fork(self, components: Components) -> FirstRetry:
+        return FirstRetry(self.gated.fork(replace(components, prober=self.gated.components.prober)))
 
     def run_costs(self) -> Cost:
         return self.gated.run_costs()

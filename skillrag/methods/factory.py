@@ -32,6 +32,6 @@ class _Methods(Mapping[str, type[Method]]):
 METHODS: Mapping[str, type[Method]] = _Methods()
 
 
-def build_method(name: str, parts: Components) -> Method:
+def build_method(name: str, components: Components) -> Method:
     registry.check_methods([name])
-    return METHODS[name](parts)
+    return METHODS[name](components)

@@ -56,12 +56,12 @@ def masked_query(pieces: list[str], probs: list[float], theta: float) -> str:
 class Flare(Method):
     name = "flare"
 
-    def __init__(self, parts: Components, meter: Meter | None = None) -> None:
-        super().__init__(parts, meter)
-        self.theta = resolve_threshold(parts.params.flare.theta, THETA, parts.thresholds)
+    def __init__(self, components: Components, meter: Meter | None = None) -> None:
+        super().__init__(components, meter)
+        self.theta = resolve_threshold(components.params.flare.theta, THETA, components.thresholds)
 
     def run(self, session: Session) -> None:
-        question, flare, budget = session.question.question, self.parts.params.flare, self.parts.max_new_tokens
+        question, flare, budget = session.question.question, self.components.params.flare, self.components.max_new_tokens
         cot, passages, used, kept, ended = "", (), 0, 0, False
         # The rest of the latest look-ahead: greedy decoding would write the same again over the
         # same passages and text, so its sentences are checked in turn instead of regenerated.
@@ -71,17 +71,17 @@ class Flare(Method):
             sentence = pending.pop(0)
             if any(p < self.theta for p in sentence.probs):
                 query = masked_query(sentence.pieces, sentence.probs, self.theta) or " ".join(f"{question} {cot}".split())
-                passages = tuple(hit.passage for hit in self.retriever.search(query, self.parts.k))
+                passages = tuple(hit.passage for hit in self.retriever.search(query, self.components.k))
                 pending = self._look_ahead(question, passages, cot, min(flare.look_ahead, budget - used))
                 sentence = pending.pop(0)  # kept unchecked: it was written over the evidence
-                attempt = cot_attempt(question, self.parts.passage_words, passages, cot + sentence.text)
+                attempt = cot_attempt(question, self.components.passage_words, passages, cot + sentence.text)
                 session.record_attempt("flare", [query], attempt)
             cot, used, kept = cot + sentence.text, used + len(sentence.pieces), kept + 1
             ended = sentence.last or (sentence.newline and bool(parse_answer(cot).answer))
         budget_hit = not ended and used >= budget
-        session.record_attempt("answer", [], cot_attempt(question, self.parts.passage_words, passages, cot, budget_hit))
+        session.record_attempt("answer", [], cot_attempt(question, self.components.passage_words, passages, cot, budget_hit))
         session.stop("done" if ended else "max_rounds")
 
     def _look_ahead(self, question: str, passages: tuple[Passage, ...], cot: str, budget: int) -> list[Sentence]:
-        prompt = cot_prompt(question, passages, self.parts.passage_words)
+        prompt = cot_prompt(question, passages, self.components.passage_words)
         return token_sentences(self.lm.generate([prompt.text + cot], budget, stop=STOP, prefix=prompt.prefix)[0])

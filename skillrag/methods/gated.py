@@ -27,7 +27,7 @@ class GatedRAG(Method):
         if not attempt.accepted:
             attempt = session.answer_round("retrieval", [session.question.question])
         round_index = 0
-        while not attempt.accepted and round_index < self.parts.params.max_rounds:
+        while not attempt.accepted and round_index < self.components.params.max_rounds:
             round_index += 1
             attempt = self.retry(session, attempt, round_index)
             if attempt is None:

@@ -71,16 +71,16 @@ class IRCoT(Method):
     name = "ircot"
 
     def run(self, session: Session) -> None:
-        steps = self.parts.params.ircot
+        steps = self.components.params.ircot
         question = session.question.question
         query, stage, cot = question, "retrieval", ""
         collected: list[Passage] = []
         for step in range(1, steps.max_steps + 1):
-            found = [hit.passage for hit in self.retriever.search(query, self.parts.k)]
+            found = [hit.passage for hit in self.retriever.search(query, self.components.k)]
             collected = interleave([found, collected], steps.max_passages)
-            prompt = cot_prompt(question, collected, self.parts.passage_words)
+            prompt = cot_prompt(question, collected, self.components.passage_words)
             generation = self.lm.generate(
-                [prompt.text + cot], self.parts.max_new_tokens, stop=STOP, prefix=prompt.prefix
+                [prompt.text + cot], self.components.max_new_tokens, stop=STOP, prefix=prompt.prefix
             )[0]
             thought, ended = next_thought(generation.text)
             last = step == steps.max_steps

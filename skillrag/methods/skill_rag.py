@@ -57,33 +57,33 @@ class _Calibrating:
 class SkillRAG(GatedRAG):
     name = "skill_rag"
 
-    def __init__(self, parts: Components, calibration: Calibration | None = None) -> None:
-        super().__init__(parts)
+    def __init__(self, components: Components, calibration: Calibration | None = None) -> None:
+        super().__init__(components)
         self.calibration = calibration or Calibration()
-        self.router: Router = parts.router or self._prompt_router()
+        self.router: Router = components.router or self._prompt_router()
         self.skills = build_skills(self.lm)
 
-    def fork(self, parts: Components) -> SkillRAG:
-        return SkillRAG(parts, self.calibration)
+    def fork(self, components: Components) -> SkillRAG:
+        return SkillRAG(components, self.calibration)
 
     def run_costs(self) -> Cost:
         return self.calibration.cost
 
     def _prompt_router(self) -> Router:
-        if self.parts.params.router != "prompt":
+        if self.components.params.router != "prompt":
             raise ValueError(
                 "methods.router is 'learned': pass the trained router "
                 "(Components(router=load_learned_router(path)))"
             )
         return PromptRouter(
-            self.lm, calibrate_with=_Calibrating(self.parts.lm, self.calibration), offsets=self.parts.router_offsets or None
+            self.lm, calibrate_with=_Calibrating(self.components.lm, self.calibration), offsets=self.components.router_offsets or None
         )
 
     def retry(self, session: Session, rejected: Attempt, round_index: int) -> Attempt | None:
         state = session.failure_state(rejected, round_index)
         routing = self.router.choose(state)
         if routing.skill == EXIT:
-            params = self.parts.params
+            params = self.components.params
             answer = exit_answer(state.answer, params.exit_mode, params.abstain_answer)
             session.decision_round(EXIT, answer, routing)
             session.stop("exit", answer)

@@ -83,7 +83,7 @@ class Trace:
     """A question's run: rounds, the final answer (strict, and flexible), why it stopped, the
     error message when it stopped on one, the totals (including calls of an unfinished round),
     and the question's scores (em, acc, acc_substring, f1 and flexible_*; see
-    skillrag.eval.summary.score_trace), filled by the runner when the trace is written.
+    skillrag.eval.scoring.score_trace), filled by the runner when the trace is written.
 
     termination: "accepted" (the prober accepted), "exit" (the router chose exit), "max_rounds",
     "exhausted" (no query left that had not been issued), "error", or "done" (fixed baselines).

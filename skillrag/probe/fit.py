@@ -32,7 +32,7 @@ from skillrag.probe.calibration import auroc, calibration_report, grouped_bootst
 from skillrag.probe.cuts import ACCEPT_ALL, CUT_RULE, REJECT_ALL, Null, choose_cut
 from skillrag.probe.prober import AFTER_EVIDENCE, BEFORE_RETRIEVAL, PAPER_CUT, Prober
 from skillrag.probe.selection import cross_validate, fit
-from skillrag.probe.states import DEFAULT_POOLING, load_features, read_meta, read_rows, stored_poolings
+from skillrag.probe.state_store import DEFAULT_POOLING, load_features, read_meta, read_rows, stored_poolings
 from skillrag.probe.training import train_probers
 
 LEARNING_CURVE = (0.25, 0.5, 1.0)  # shares of the train questions

@@ -3,7 +3,7 @@
 Weights are read only through safetensors (never pickle), so a probe directory from elsewhere
 cannot run code on load. `probe.json` records which model and hidden size the probers read,
 the sha256 of every weights file (verified on load: a corrupted file would otherwise give NaN or
-wrong scores silently), the pooling it reads (`pooling`, skillrag.probe.states) and the
+wrong scores silently), the pooling it reads (`pooling`, skillrag.probe.state_store) and the
 dev-chosen acceptance cuts per decision point (`cuts`, skillrag.probe.cuts). It also records the identity of the
 model whose states it read (`identity`: name, dtype, weights digest, licence). Loading refuses a
 prober built for another model, another dtype or other weights (bfloat16 states differ from

@@ -1,5 +1,6 @@
-"""The index gate (after `index`): corpus ids unique and texts non-empty, every backend holds
-every passage, smoke queries find their passage."""
+"""The index gate (after `index`): corpus ids unique and texts non-empty, every index holds
+every passage, the dense vectors have unit length, smoke queries find their passage with Lucene
+and with dense retrieval."""
 
 from __future__ import annotations
 
@@ -8,16 +9,27 @@ from pathlib import Path
 from typing import Any
 
 import great_expectations.expectations as gxe
+import numpy as np
 import pandas as pd
 
 from skillrag.config import IndexParams
 from skillrag.files import read_jsonl
 from skillrag.quality.gate import Check, run_gate
 
+NORM_TOLERANCE = 1e-3  # float32 unit vectors are within ~1e-6 of length 1; an unnormalised one is far off
 
-def index_checks(passage_ids: Sequence[str], texts: Sequence[str], counts: Mapping[str, int], smoke_hits: Sequence[bool]) -> dict[str, Check]:
-    """Corpus ids unique and texts non-empty; every backend holds as many docs as the corpus;
-    smoke queries (passage titles) find a passage of that title in the top 10."""
+
+def index_checks(
+    passage_ids: Sequence[str],
+    texts: Sequence[str],
+    counts: Mapping[str, int],
+    smoke_hits: Mapping[str, Sequence[bool]],
+    norms: Sequence[float] = (),
+) -> dict[str, Check]:
+    """Corpus ids unique and texts non-empty; every index holds as many docs (dense: vectors) as
+    the corpus; every dense vector has unit length (`norms`), as inner product = cosine needs;
+    each retriever's smoke queries (passage titles) find a passage of that title in the top 10
+    (`smoke_hits`: per retriever, one bool per query)."""
     passages = pd.DataFrame({"id": list(passage_ids), "text": list(texts)})
     index = pd.DataFrame(
         [{"backend": name, "count": count, "expected": len(passage_ids)} for name, count in counts.items()],
@@ -34,11 +46,17 @@ def index_checks(passage_ids: Sequence[str], texts: Sequence[str], counts: Mappi
         ),
         "index": Check(index, [gxe.ExpectColumnPairValuesToBeEqual(column_A="count", column_B="expected")]),
     }
-    if smoke_hits:
-        checks["smoke"] = Check(
-            pd.DataFrame({"hit": list(smoke_hits)}),
-            [gxe.ExpectColumnValuesToBeInSet(column="hit", value_set=[True], mostly=0.8)],
+    if len(norms):
+        checks["norms"] = Check(
+            pd.DataFrame({"norm": list(norms)}),
+            [gxe.ExpectColumnValuesToBeBetween(column="norm", min_value=1 - NORM_TOLERANCE, max_value=1 + NORM_TOLERANCE)],
         )
+    for name, hits in smoke_hits.items():
+        if hits:
+            checks[name] = Check(
+                pd.DataFrame({"hit": list(hits)}),
+                [gxe.ExpectColumnValuesToBeInSet(column="hit", value_set=[True], mostly=0.8)],
+            )
     return checks
 
 
@@ -54,24 +72,31 @@ def _read_collection(corpus_dir: Path) -> pd.DataFrame:
 def gate_index(
     corpus_dir: Path, index_dir: Path, params: IndexParams, k1: float, b: float, result_path: Path
 ) -> dict[str, Any]:
-    """The gate after `index`: the written collection, both indexes' doc counts, and smoke queries
-    (the titles of `smoke_queries` evenly spaced passages, each expected to retrieve a passage of
-    that title in the Lucene top 10). Both backends' files are first checked against the index
-    manifest (IndexCorruptError naming the file otherwise)."""
-    from skillrag.retrieval import LuceneRetriever
+    """The gate after `index`: the written collection, the three indexes' doc counts, the dense
+    vectors' lengths, and smoke queries (the titles of `smoke_queries` evenly spaced passages,
+    each expected to retrieve a passage of that title in the Lucene top 10, and in the dense top
+    10). Every index's files are first checked against the index manifest (IndexCorruptError
+    naming the file otherwise)."""
+    from skillrag.retrieval import DenseRetriever, LuceneRetriever
     from skillrag.retrieval.bm25s_backend import count_bm25s_docs
+    from skillrag.retrieval.dense import stored_vectors
+    from skillrag.retrieval.fingerprint import BACKEND_DIRS, SMOKE_K, smoke_queries, verify_index
     from skillrag.retrieval.lucene_backend import count_lucene_docs
-    from skillrag.retrieval.manifest import BACKEND_DIRS, SMOKE_K, smoke_queries, verify_index
 
     for backend in BACKEND_DIRS:
         verify_index(index_dir, backend)
     collection = _read_collection(corpus_dir)
-    counts = {"lucene": count_lucene_docs(index_dir / "lucene"), "bm25s": count_bm25s_docs(index_dir / "bm25s")}
-    hits = []
+    vectors = stored_vectors(index_dir / "dense")
+    counts = {
+        "lucene": count_lucene_docs(index_dir / "lucene"),
+        "bm25s": count_bm25s_docs(index_dir / "bm25s"),
+        "dense": len(vectors),
+    }
     queries = smoke_queries(collection["title"].tolist(), params.smoke_queries)
+    hits: dict[str, list[bool]] = {"smoke": [], "dense_smoke": []}
     if queries:
-        retriever = LuceneRetriever(index_dir, k1=k1, b=b)
-        for title in queries:
-            hits.append(any(hit.passage.title == title for hit in retriever.search(title, SMOKE_K)))
-    checks = index_checks(collection["id"].tolist(), collection["text"].tolist(), counts, hits)
+        for name, retriever in (("smoke", LuceneRetriever(index_dir, k1=k1, b=b)), ("dense_smoke", DenseRetriever(index_dir))):
+            hits[name] = [any(hit.passage.title == title for hit in retriever.search(title, SMOKE_K)) for title in queries]
+    norms = np.linalg.norm(vectors, axis=1)
+    checks = index_checks(collection["id"].tolist(), collection["text"].tolist(), counts, hits, norms)
     return run_gate("index", checks, result_path)

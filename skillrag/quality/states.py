@@ -44,13 +44,13 @@ def states_checks(rows: pd.DataFrame, shapes: pd.DataFrame, hidden_size: int) ->
 
 
 def gate_states(states_dir: Path, result_path: Path) -> dict[str, Any]:
-    """The gate after `extract`, over what is on disk (rows and vectors, skillrag.probe.states):
+    """The gate after `extract`, over what is on disk (rows and vectors, skillrag.probe.state_store):
     each shard's layer files must hold the same poolings as the first (a missing layer file or
     pooling fails every check)."""
     import torch
     from safetensors.torch import load_file
 
-    from skillrag.probe.states import layer_file, read_meta, read_rows, stored_poolings
+    from skillrag.probe.state_store import layer_file, read_meta, read_rows, stored_poolings
 
     meta, rows = read_meta(states_dir), read_rows(states_dir)
     poolings = stored_poolings(states_dir) or ["(none)"]

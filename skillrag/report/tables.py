@@ -6,7 +6,7 @@ Per-dataset cells take their mean and 95% interval from reports/metrics_detail.j
 `evaluate` computed); the averages over datasets are computed here from the traces' stored
 per-question scores: the mean of the dataset means, with a stratified percentile bootstrap
 (each resample redraws every dataset's questions with replacement; same resample count and seed
-as skillrag.eval.summary).
+as skillrag.eval.scoring).
 """
 
 from __future__ import annotations

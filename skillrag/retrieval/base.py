@@ -1,4 +1,4 @@
-"""The retriever interface shared by the Lucene and bm25s backends."""
+"""The retriever interface shared by every backend (Lucene, bm25s, dense, hybrid)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Hit:
 
 
 class Retriever(Protocol):
-    """`k` (passages per query) must be at least 1: both backends raise ValueError otherwise."""
+    """`k` (passages per query) must be at least 1: every backend raises ValueError otherwise."""
 
     def search(self, query: str, k: int) -> list[Hit]: ...
 
@@ -45,3 +45,10 @@ def check_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k (passages per query) must be an integer >= 1, got {k!r}")
     return k
+
+
+def ranked(hits: Sequence[Hit], k: int) -> list[Hit]:
+    """The top `k` of `hits` by score, ties broken by passage id: Lucene breaks them by its internal
+    doc ids, which a multi-threaded build assigns in no fixed order, so a caller that needs the
+    same order on every build asks for more hits than it keeps and ranks them here."""
+    return sorted(hits, key=lambda h: (-h.score, h.passage.id))[:k]

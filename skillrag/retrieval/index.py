@@ -1,7 +1,7 @@
-"""The index stage: the corpus as a pyserini JsonCollection, and both BM25 indexes over it.
+"""The index stage: the corpus as a pyserini JsonCollection, both BM25 indexes and the dense index.
 
-Both backends are built from the same validated passages in one go, so `retrieval.backend`
-can be switched at query time without rebuilding. The collection and the index directory are
+All three are built from the same validated passages in one go, so `retrieval.backend` can be
+switched at query time without rebuilding. The collection and the index directory are
 written atomically: a failing build leaves the previous outputs (or nothing), never a half index.
 """
 
@@ -20,8 +20,9 @@ from tqdm import tqdm
 from skillrag.data.schema import Passage
 from skillrag.files import DataError, atomic_path
 from skillrag.retrieval.bm25s_backend import build_bm25s_index
+from skillrag.retrieval.dense import build_dense_index
+from skillrag.retrieval.fingerprint import write_index_manifest
 from skillrag.retrieval.lucene_backend import build_lucene_index
-from skillrag.retrieval.manifest import write_index_manifest
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +34,15 @@ class IndexStats:
     passages: int
     lucene_docs: int
     bm25s_docs: int
+    dense_vectors: int
     collection_seconds: float
     lucene_seconds: float
     bm25s_seconds: float
+    dense_seconds: float
 
     @property
     def seconds(self) -> float:
-        return self.collection_seconds + self.lucene_seconds + self.bm25s_seconds
+        return self.collection_seconds + self.lucene_seconds + self.bm25s_seconds + self.dense_seconds
 
 
 def validate_passages(passages: Iterable[Passage]) -> list[Passage]:
@@ -84,11 +87,12 @@ def build_indexes(
     k1: float = 0.9,
     b: float = 0.4,
 ) -> IndexStats:
-    """Write the collection to `corpus_dir`, then `index_dir/lucene`, `index_dir/bm25s` and the
-    manifest of their files (`index_dir/manifest.json`, checked whenever a backend opens).
+    """Write the collection to `corpus_dir`, then `index_dir/lucene`, `index_dir/bm25s`,
+    `index_dir/dense` and the manifest of their files (`index_dir/manifest.json`, checked whenever
+    a backend opens).
 
     `k1` and `b` matter only to bm25s, which bakes them into its index; Lucene takes them at
-    query time. Raises DataError on bad passages or when a backend's doc count differs from the
+    query time. Raises DataError on bad passages or when an index's count differs from the
     corpus count.
     """
     passages = validate_passages(passages)
@@ -102,16 +106,20 @@ def build_indexes(
         lucene_done = perf_counter()
         bm25s_docs = build_bm25s_index(passages, index_tmp / "bm25s", k1, b)
         bm25s_done = perf_counter()
-        if not len(passages) == lucene_docs == bm25s_docs:
+        dense_vectors = build_dense_index(passages, index_tmp / "dense")
+        dense_done = perf_counter()
+        if not len(passages) == lucene_docs == bm25s_docs == dense_vectors:
             raise DataError(
-                f"doc counts differ: corpus {len(passages)}, Lucene {lucene_docs}, bm25s {bm25s_docs}"
+                f"doc counts differ: corpus {len(passages)}, Lucene {lucene_docs}, bm25s {bm25s_docs}, dense {dense_vectors}"
             )
         write_index_manifest(index_tmp)
     return IndexStats(
         passages=len(passages),
         lucene_docs=lucene_docs,
         bm25s_docs=bm25s_docs,
+        dense_vectors=dense_vectors,
         collection_seconds=written - start,
         lucene_seconds=lucene_done - written,
         bm25s_seconds=bm25s_done - lucene_done,
+        dense_seconds=dense_done - bm25s_done,
     )

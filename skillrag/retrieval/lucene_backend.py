@@ -17,8 +17,8 @@ from typing import Any
 from skillrag.data.schema import Passage
 from skillrag.files import DataError
 from skillrag.retrieval.base import Hit, check_k, require_index
+from skillrag.retrieval.fingerprint import verify_index
 from skillrag.retrieval.java import java_class
-from skillrag.retrieval.manifest import verify_index
 
 
 def build_lucene_index(collection_dir: Path, out_dir: Path, threads: int) -> int:

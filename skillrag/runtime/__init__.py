@@ -1,6 +1,7 @@
-"""Open the heavy components once, from params: the LM, the retriever and the prober;
-`skillrag.runtime.components.open_components` puts them together for a method. (A submodule of
-its own, so the stages that only open an LM, like `extract`, do not depend on the methods' code.)"""
+"""Open the heavy components once, from params: the LM, the retriever and the prober, and name
+what the retriever reads (`retrieval_identity`); `skillrag.runtime.components.open_components`
+puts them together for a method. (A submodule of its own, so the stages that only open an LM,
+like `extract`, do not depend on the methods' code.)"""
 
 from __future__ import annotations
 
@@ -31,7 +32,16 @@ def model_identity(params: Params) -> dict[str, Any]:
 def open_retriever(params: Params, paths: Paths) -> Any:
     from skillrag.retrieval import open_retriever as open_backend
 
-    return open_backend(params.retrieval.backend, paths.index, params.retrieval.k1, params.retrieval.b)
+    r = params.retrieval
+    return open_backend(r.backend, paths.index, r.k1, r.b, r.fusion_k, r.fusion_depth)
+
+
+def retrieval_identity(params: Params, paths: Paths) -> Any:
+    """What the configured backend retrieves from, by content (skillrag.retrieval.fingerprint):
+    the index a run's traces and extract's rows record, and are resumed only under."""
+    from skillrag.retrieval.fingerprint import retrieval_identity as identity_of
+
+    return identity_of(params.retrieval.backend, paths.index_fingerprint, paths.dense_fingerprint)
 
 
 def open_prober(params: Params, paths: Paths, lm: Any, method: str | None = None) -> Any:

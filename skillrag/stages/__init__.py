@@ -19,13 +19,13 @@ from skillrag.stages.adaptive import train_adaptive
 from skillrag.stages.analysis import analyze
 from skillrag.stages.common import StageFn, exclusive
 from skillrag.stages.evaluation import evaluate, evaluate_method
+from skillrag.stages.extraction import extract, gate_extract
 from skillrag.stages.indexing import gate_index, index
 from skillrag.stages.probing import train_probe
 from skillrag.stages.questions import gate_prepare, prepare
 from skillrag.stages.reporting import report
 from skillrag.stages.routing import train_router
 from skillrag.stages.settings import provenance, run_settings
-from skillrag.stages.states import extract, gate_extract
 from skillrag.stages.summary import summarize
 from skillrag.stages.thresholds import tune_thresholds
 from skillrag.stages.timing import timed
@@ -64,7 +64,7 @@ def _prepare_summary(counts: dict[str, dict[str, int]], paths: Paths) -> str:
 
 
 def _index_summary(stats: Any, paths: Paths) -> str:
-    return f"index: {stats.passages} passages in {stats.seconds:.1f} s, Lucene and bm25s in {paths.index}; gate passed"
+    return f"index: {stats.passages} passages in {stats.seconds:.1f} s, Lucene, bm25s and dense in {paths.index}; gate passed"
 
 
 def _extract_summary(summary: dict[str, Any], paths: Paths) -> str:

@@ -93,7 +93,7 @@ def train_adaptive(params: Params, paths: Paths) -> dict[str, Any]:
 def _extract_answers(paths: Paths) -> dict[str, dict[str, bool]]:
     """Question id -> {no_retrieval: right?, single_step: right?} from extract's rows (the strict
     answer's ACC, as evaluate scores it), for the questions extract answered both ways."""
-    from skillrag.probe.states import read_rows
+    from skillrag.probe.state_store import read_rows
 
     rows = read_rows(paths.states)
     simpler = ("no_retrieval", "single_step")

@@ -123,7 +123,7 @@ def evaluate_shard(
     capture = resolve_layers(params.lm.layers, inner.num_layers) if stored else ()
     kept = _layers_read_later(paths) if stored else None
     lm = ReusingLM(inner, params.lm.reuse_cache, capture=capture, record=stored)
-    parts = open_components(
+    components = open_components(
         params, paths, chosen.needs_prober, lm=lm, needs_classifier=chosen.needs_classifier, method=method
     )
     results: dict[str, dict[str, Any]] = {}
@@ -142,7 +142,7 @@ def evaluate_shard(
             out_file, todo = part_file(out_file, shard), shard_of([q for q in todo if q.id not in done], shard, shards)
         done = {t.question_id for t in read_traces(out_file) if t.termination != "error"}
         answered = sum(q.id not in done for q in todo)
-        runner = build_method(method, _keeping_states(method, parts))
+        runner = build_method(method, _keeping_states(method, components))
         before = lm.stats
         try:
             run_method(runner, todo, out_file, settings, concurrency=params.lm.concurrency, batch_size=params.lm.batch_size)
@@ -180,16 +180,16 @@ def _merge(params: Params, paths: Paths, method: str, datasets: Sequence[str], q
         merge_parts(paths.run_file(method, dataset), questions[dataset], _settings(params, paths, method, dataset))
 
 
-def _keeping_states(method: str, parts: Components) -> Components:
+def _keeping_states(method: str, components: Components) -> Components:
     """A method that `keeps_states` (skill_rag) keeps each round's answer hidden vector (the mean
     over the prober's layers) for the failure-space analysis (stage `analyze`). Every gated answer captures those layers
     for the prober anyway, so this costs no model work and leaves the LM calls (and their reuse)
     unchanged; it only makes the traces larger."""
     from dataclasses import replace
 
-    if not METHODS[method].keeps_states or parts.prober is None:
-        return parts
-    return replace(parts, state_layers=tuple(parts.prober.layers))
+    if not METHODS[method].keeps_states or components.prober is None:
+        return components
+    return replace(components, state_layers=tuple(components.prober.layers))
 
 
 def eval_questions(params: Params, paths: Paths, datasets: Sequence[str]) -> dict[str, list[Any]]:

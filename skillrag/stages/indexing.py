@@ -1,6 +1,7 @@
-"""Stage `index`: the corpus collection and both BM25 indexes (data/corpus/, data/index/; DVC cache
-only, rebuilt on a new machine), the index fingerprint (data/fingerprints/index.json, in git: what
-the stages that read the index depend on) and the gate."""
+"""Stage `index`: the corpus collection, both BM25 indexes and the dense index (data/corpus/,
+data/index/; DVC cache only, rebuilt on a new machine), their fingerprints (data/fingerprints/
+index.json and dense.json, in git: what the stages that read the index depend on and what their
+runs record) and the gate."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from skillrag.paths import Paths
 
 
 def index(params: Params, paths: Paths) -> Any:
-    """Corpus -> data/corpus (JsonCollection) + data/index/{lucene,bm25s}, then their fingerprint
-    (skillrag.retrieval.manifest); returns IndexStats."""
+    """Corpus -> data/corpus (JsonCollection) + data/index/{lucene,bm25s,dense}, then their
+    fingerprints (skillrag.retrieval.fingerprint); returns IndexStats."""
     from skillrag.data.corpus import read_corpus
     from skillrag.files import write_json
-    from skillrag.retrieval import build_indexes, index_fingerprint
-    from skillrag.retrieval.manifest import smoke_queries
+    from skillrag.retrieval import build_indexes, dense_fingerprint, index_fingerprint
+    from skillrag.retrieval.fingerprint import smoke_queries
 
     passages = list(read_corpus(params.index.corpus_file, params.index.max_passages))
     stats = build_indexes(
@@ -25,6 +26,7 @@ def index(params: Params, paths: Paths) -> Any:
     queries = smoke_queries([p.title for p in passages], params.index.smoke_queries)
     fingerprint = index_fingerprint(paths.corpus, paths.index, params.retrieval.k1, params.retrieval.b, queries)
     write_json(paths.index_fingerprint, fingerprint)
+    write_json(paths.dense_fingerprint, dense_fingerprint(paths.corpus, paths.index, queries))
     return stats
 
 

@@ -60,13 +60,13 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     train = round_robin(by_dataset, params.train_router.train_questions)
     lm = ReusingLM(runtime.open_lm(params), params.lm.reuse_cache)
     layers = resolve_layers(params.lm.layers, lm.num_layers)
-    parts = Components.from_params(params, lm, runtime.open_retriever(params, paths), state_layers=layers)
+    components = Components.from_params(params, lm, runtime.open_retriever(params, paths), state_layers=layers)
     files = [paths.question_file("train", dataset) for dataset in sorted(by_dataset)]
     # Exploration's first round is single_step's; it adds the state layers.
     settings = run_settings(params, paths, "single_step", files, {"lm.layers": layers})
     settings["method"] = SkillExploration.name
     run = {"concurrency": params.lm.concurrency, "batch_size": params.lm.batch_size}
-    traces = run_method(SkillExploration(parts, accuracy), train, paths.router_traces, settings, **run)
+    traces = run_method(SkillExploration(components, accuracy), train, paths.router_traces, settings, **run)
     x, labels = build_router_dataset(traces, accuracy)
     states = explored_states(traces, accuracy)
     counts = {skill: labels.count(skill) for skill in sorted(set(labels))}
@@ -84,7 +84,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     retries: dict[str, Any] = {}
     retry_traces: dict[str, list[Trace]] = {}
     for method in GATED_METHODS:
-        gated = _gated(method, params, parts, learned, offsets, layers, reason)
+        gated = _gated(method, params, components, learned, offsets, layers, reason)
         if isinstance(gated, str):
             retries[method] = {"unavailable": gated}
             continue
@@ -149,13 +149,13 @@ def _prompt_offsets(lm: Any, states: Sequence[ExploredState], paths: Paths, para
 def _gated(
     method: str,
     params: Params,
-    parts: Components,
+    components: Components,
     learned: Any,
     offsets: dict[str, float],
     layers: Sequence[int],
     untrained: str | None,
 ) -> Any:
-    """The method's `FirstRetry` over `parts` with its router as configured (the learned router
+    """The method's `FirstRetry` over `components` with its router as configured (the learned router
     just fitted, or the prompt router with the fitted offsets), or why it cannot run."""
     from dataclasses import replace
 
@@ -167,7 +167,7 @@ def _gated(
         return f"methods.router is learned and no router was trained: {untrained}"
     # The learned router reads the failure state's hidden vector; nothing else needs it kept.
     kept = tuple(layers) if router is not None else ()
-    gated = build_method(method, replace(parts, prober=NEVER_ACCEPTS, router=router, router_offsets=offsets, state_layers=kept))
+    gated = build_method(method, replace(components, prober=NEVER_ACCEPTS, router=router, router_offsets=offsets, state_layers=kept))
     return FirstRetry(gated)
 
 

@@ -21,16 +21,18 @@ def run_settings(
 ) -> dict[str, Any]:
     """What a method's traces depend on, recorded beside them (skillrag.eval.runner): the digests
     of the inputs and the values of the dotted params it `reads` (skillrag.registry; not the
-    device, threads or batch size, which change speed only), and apart from those, compared by
+    device, threads or batch size, which change speed only; of the retrieval knobs, those its
+    backend reads: RetrievalParams.recorded), and apart from those, compared by
     nobody, whether it is meant to retrieve and what triggers it (the runs gate reads them) and
     the provenance of the run. `overrides`: dotted params the caller sets itself."""
     from skillrag.registry import METHODS
 
     entry = METHODS[method]
     reads = entry.reads
+    sections = params.model_dump(mode="json") | {"retrieval": params.retrieval.recorded()}  # only the backend's knobs
     flat = {
         f"{section}.{key}": value
-        for section, values in params.model_dump(mode="json").items()
+        for section, values in sections.items()
         if isinstance(values, dict)
         for key, value in values.items()
     }
@@ -53,9 +55,9 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
     """How to identify each input a trace can depend on, computed only for the inputs a method reads."""
     from importlib import resources
 
+    from skillrag import runtime
     from skillrag.files import digest
     from skillrag.lm.loading import model_identity
-    from skillrag.retrieval.manifest import index_identity
 
     def prompts() -> str:
         return digest(*sorted(p for p in resources.files("skillrag.prompts").iterdir() if p.name.endswith(".txt")))
@@ -64,7 +66,7 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
         "questions": lambda: digest(*question_files),
         "model": lambda: model_identity(params.lm.model, params.lm.device, params.lm.dtype),
         "prompts": prompts,
-        "index": lambda: index_identity(paths.index_fingerprint),  # by content: a rebuilt index is the same
+        "index": lambda: runtime.retrieval_identity(params, paths),  # by content: a rebuilt index is the same
         "prober": lambda: digest(*sorted(paths.probe.glob("*.*"))),
         "router": lambda: digest(*sorted(paths.router.glob("*.*"))),
         "thresholds": lambda: digest(paths.thresholds) if paths.thresholds.exists() else None,

@@ -20,8 +20,8 @@ def summarize(params: Params, paths: Paths, datasets: Sequence[str] | None = Non
     counts, `reuse` (the LM results the run took from earlier calls) and `run_costs` (what the
     run itself paid, charged to no question: Skill-RAG's router calibration)."""
     from skillrag.eval.runner import read_traces
-    from skillrag.eval.summary import headline
-    from skillrag.eval.summary import summarize as summarize_traces
+    from skillrag.eval.scoring import headline
+    from skillrag.eval.scoring import summarize as summarize_traces
     from skillrag.files import write_json
     from skillrag.quality.runs import gate_runs
     from skillrag.report.outcomes import write_outcomes

@@ -162,7 +162,7 @@ def _share(flags: Sequence[bool]) -> float:
 def _closed_book_rows(paths: Paths, ids: Sequence[str]) -> list[Generation]:
     """Extract's closed-book dev answers of `ids`, in that order."""
     from skillrag.files import DataError
-    from skillrag.probe.states import read_rows
+    from skillrag.probe.state_store import read_rows
 
     rows = read_rows(paths.states)
     rows = rows[(rows["split"] == "dev") & (rows["strategy"] == "no_retrieval")].set_index("id")

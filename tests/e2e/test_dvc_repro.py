@@ -6,7 +6,7 @@ import json
 import pytest
 
 from skillrag.files import read_jsonl
-from skillrag.probe.states import read_rows
+from skillrag.probe.state_store import read_rows
 from tests.e2e.conftest import run
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from prefect.artifacts import Artifact
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.pipeline import pipeline_flow
-from skillrag.probe.states import read_rows
+from skillrag.probe.state_store import read_rows
 from tests.e2e.conftest import make_project, run
 from tests.fakes import without_latency
 

@@ -1,4 +1,4 @@
-"""The resumable runner, with the scripted fake LM (the summary: tests/eval/test_summary.py)."""
+"""The resumable runner, with the scripted fake LM (the summary: tests/eval/test_scoring.py)."""
 
 import json
 import os
@@ -43,7 +43,7 @@ def test_run_resumes_after_a_crash_mid_write(tmp_path):
     method = _method([" z\nAnswer: Paris", " w\nAnswer: Paris"])
     traces = run_method(method, QUESTIONS, out, SETTINGS)
     assert [t.question_id for t in traces] == [q.id for q in QUESTIONS]
-    assert method.parts.lm.exhausted  # exactly the two missing questions were answered
+    assert method.components.lm.exhausted  # exactly the two missing questions were answered
     assert len(read_traces(out)) == 4
     assert all(json.loads(line) for line in out.read_text().splitlines())
 
@@ -54,7 +54,7 @@ def test_a_whole_last_line_without_its_newline_is_kept_and_the_next_trace_starts
     out.write_text(out.read_text().removesuffix("\n"))  # killed between the line and its newline
     method = _method([" y\nAnswer: Rome"])
     run_method(method, QUESTIONS[:2], out, SETTINGS)
-    assert method.parts.lm.exhausted  # only nq-1 was answered: nq-0's trace was kept
+    assert method.components.lm.exhausted  # only nq-1 was answered: nq-0's trace was kept
     assert [t.question_id for t in read_traces(out)] == ["nq-0", "nq-1"]
 
 
@@ -113,7 +113,7 @@ def test_error_traces_are_retried_on_resume(tmp_path):
 
     retry = _method([" b\nAnswer: Paris", " d\nAnswer: Rome"])
     traces = run_method(retry, QUESTIONS, out, SETTINGS)
-    assert retry.parts.lm.exhausted  # only the two error traces were answered again
+    assert retry.components.lm.exhausted  # only the two error traces were answered again
     assert [t.termination for t in traces] == ["done"] * 4
     stored = read_traces(out)
     assert sorted(t.question_id for t in stored) == [q.id for q in QUESTIONS]  # no duplicates left
@@ -179,8 +179,8 @@ MANY = [
 
 def _rule_method(name, lm):
     """Three retry rounds: enough for some of skill_rag's questions to exhaust their queries."""
-    parts = Components(lm, OverlapRetriever(CORPUS), HashProber(), MethodsParams(max_rounds=3), k=2, max_new_tokens=16)
-    return build_method(name, parts)
+    components = Components(lm, OverlapRetriever(CORPUS), HashProber(), MethodsParams(max_rounds=3), k=2, max_new_tokens=16)
+    return build_method(name, components)
 
 
 def _lines(path):
@@ -204,8 +204,8 @@ def test_batched_runs_write_the_traces_of_one_question_at_a_time(tmp_path, name)
 def test_batched_skill_exploration_writes_the_traces_of_one_question_at_a_time(tmp_path):
     """train_router's method: each question in flight explores on its own fork."""
     def explorer(lm):
-        parts = Components(lm, OverlapRetriever(CORPUS), None, k=2, max_new_tokens=16, state_layers=(2, 4))
-        return SkillExploration(parts, lambda answer, golds: answer in golds)
+        components = Components(lm, OverlapRetriever(CORPUS), None, k=2, max_new_tokens=16, state_layers=(2, 4))
+        return SkillExploration(components, lambda answer, golds: answer in golds)
 
     traces = run_method(explorer(RuleLM()), MANY, tmp_path / "one.jsonl", SETTINGS)
     run_method(explorer(RuleLM()), MANY, tmp_path / "many.jsonl", SETTINGS, concurrency=4, batch_size=4)
@@ -275,10 +275,10 @@ def test_batched_runs_of_a_real_float32_model_write_the_traces_of_one_question_a
     torch.set_num_threads(1)
     tokenizer = byte_tokenizer()
     lm = HFCausalLM(tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama")
-    parts = Components(lm, OverlapRetriever(CORPUS), _LayerProber(), k=2, max_new_tokens=6)
+    components = Components(lm, OverlapRetriever(CORPUS), _LayerProber(), k=2, max_new_tokens=6)
     try:
-        run_method(build_method("probing_rag", parts), MANY[:6], tmp_path / "one.jsonl", SETTINGS)
-        run_method(build_method("probing_rag", parts), MANY[:6], tmp_path / "many.jsonl", SETTINGS, concurrency=3, batch_size=3)
+        run_method(build_method("probing_rag", components), MANY[:6], tmp_path / "one.jsonl", SETTINGS)
+        run_method(build_method("probing_rag", components), MANY[:6], tmp_path / "many.jsonl", SETTINGS, concurrency=3, batch_size=3)
     finally:
         torch.set_num_threads(threads)
     one, many = _lines(tmp_path / "one.jsonl"), _lines(tmp_path / "many.jsonl")

@@ -12,7 +12,7 @@ from skillrag import runtime, stages
 from skillrag.config import load_params
 from skillrag.eval.runner import part_file
 from skillrag.paths import Paths
-from skillrag.probe.states import load_features, read_rows
+from skillrag.probe.state_store import load_features, read_rows
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
 from tests.fakes import CORPUS, OverlapRetriever, without_latency

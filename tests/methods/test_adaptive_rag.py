@@ -36,8 +36,8 @@ def classifier():
 
 def run_adaptive(replies):
     lm, retriever = FakeLM(replies), OverlapRetriever(CORPUS)
-    parts = Components(lm, retriever, k=2, max_new_tokens=16, classifier=classifier())
-    trace = build_method("adaptive_rag", parts).answer(QUESTION)
+    components = Components(lm, retriever, k=2, max_new_tokens=16, classifier=classifier())
+    trace = build_method("adaptive_rag", components).answer(QUESTION)
     assert lm.exhausted, "the script was not fully used"
     return trace, lm, retriever
 

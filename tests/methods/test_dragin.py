@@ -24,8 +24,8 @@ RECEIVED = [0.2, 0.2, 0.2, 0.2, 0.9, 0.5, 0.1, 0.1, 0.1, 0.1, 0.1, 0.0]
 def run(replies, threshold=0.5, **dragin):
     lm, retriever = FakeLM(replies), OverlapRetriever(CORPUS)
     params = MethodsParams(dragin=DraginParams(threshold=threshold, **dragin))
-    parts = Components(lm, retriever, params=params, k=2, max_new_tokens=64)
-    trace = build_method("dragin", parts).answer(QUESTION)
+    components = Components(lm, retriever, params=params, k=2, max_new_tokens=64)
+    trace = build_method("dragin", components).answer(QUESTION)
     assert lm.exhausted, "the script was not fully used"
     return trace, lm, retriever
 
@@ -122,8 +122,8 @@ def test_after_max_retrievals_the_continuation_is_kept_whole():
 
 def test_threshold_auto_reads_the_tuned_value():
     lm = FakeLM([scripted(GUESS, entropies=ENTROPIES, received=RECEIVED)])
-    parts = Components(lm, OverlapRetriever(CORPUS), thresholds={"methods.dragin.threshold": 1.5})
-    assert build_method("dragin", parts).answer(QUESTION).answer == "Tom"
+    components = Components(lm, OverlapRetriever(CORPUS), thresholds={"methods.dragin.threshold": 1.5})
+    assert build_method("dragin", components).answer(QUESTION).answer == "Tom"
     with pytest.raises(ValueError, match="methods.dragin.threshold is auto"):
         build_method("dragin", Components(lm, OverlapRetriever(CORPUS)))
 
@@ -143,8 +143,8 @@ def test_dragin_runs_its_attention_path_on_the_real_bundled_model():
     lm = ReusingLM(load_lm("smollm2-135m", device="cpu"), 16)
     params = MethodsParams(dragin=DraginParams(threshold=0.0, max_retrievals=1, query_words=4))
     with Batcher(lm, OverlapRetriever(CORPUS), workers=1, batch_size=2, retry_alone=lambda e: False) as batcher:
-        parts = Components(batcher.lm(0), batcher.retriever(0), params=params, k=2, max_new_tokens=24)
-        [trace] = list(batcher.map(lambda slot, q: build_method("dragin", parts).answer(q), [QUESTION]))
+        components = Components(batcher.lm(0), batcher.retriever(0), params=params, k=2, max_new_tokens=24)
+        [trace] = list(batcher.map(lambda slot, q: build_method("dragin", components).answer(q), [QUESTION]))
     assert trace.termination in ("done", "max_rounds") and trace.error is None
     assert [r.stage for r in trace.rounds] == ["dragin", "answer"]
     [query] = trace.rounds[0].queries

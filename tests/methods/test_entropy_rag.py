@@ -49,8 +49,8 @@ def test_max_rounds_ends_an_answer_that_stays_unsure():
 def test_it_needs_no_prober_and_an_auto_cut_is_the_tuned_one():
     assert not METHODS["entropy_rag"].needs_prober
     lm = FakeLM([reply("1952", 0.7)])
-    parts = Components(lm, OverlapRetriever(CORPUS), thresholds={"methods.entropy_rag.cut": 0.8})
-    trace = build_method("entropy_rag", parts).answer(QUESTION)
+    components = Components(lm, OverlapRetriever(CORPUS), thresholds={"methods.entropy_rag.cut": 0.8})
+    trace = build_method("entropy_rag", components).answer(QUESTION)
     assert (trace.rounds[0].accepted, trace.termination) == (True, "accepted")
     with pytest.raises(ValueError, match="skillrag tune-thresholds"):
         build_method("entropy_rag", Components(lm, OverlapRetriever(CORPUS)))

@@ -17,8 +17,8 @@ DECOMPOSE = pick("question_decomposition", " Forrest Gump film\n- FedEx delivery
 
 def run(question, choices, max_passages=6, scores=(LOW, LOW, 0.9)):
     lm = FakeLM([answer("a"), answer("b"), answer("c")], [PRIOR], choices)
-    parts = Components(lm, OverlapRetriever(CORPUS), FakeProber(list(scores)), MethodsParams(max_passages=max_passages), k=2)
-    trace = build_method("skill_rag", parts).answer(question)
+    components = Components(lm, OverlapRetriever(CORPUS), FakeProber(list(scores)), MethodsParams(max_passages=max_passages), k=2)
+    trace = build_method("skill_rag", components).answer(question)
     assert lm.exhausted, "the script was not fully used"
     return trace, lm
 
@@ -41,8 +41,8 @@ def test_a_decomposition_retry_answers_over_the_earlier_passages_up_to_the_cap(c
 
 def test_probing_rag_re_retrieval_keeps_the_earlier_passages_too():
     lm = FakeLM([answer("a"), answer("Apollo 11 Moon humans"), answer("c")])
-    parts = Components(lm, OverlapRetriever(CORPUS), FakeProber([LOW, LOW, 0.9]), MethodsParams(), k=2)
-    trace = build_method("probing_rag", parts).answer(QUESTION)
+    components = Components(lm, OverlapRetriever(CORPUS), FakeProber([LOW, LOW, 0.9]), MethodsParams(), k=2)
+    trace = build_method("probing_rag", components).answer(QUESTION)
     assert trace.rounds[2].stage == "requery"
     assert trace.rounds[2].passage_ids == ["moon", "cast", "zemeckis"]  # its new passage added to the earlier ones
 

@@ -118,7 +118,7 @@ def test_the_first_step_is_single_steps_generation_call():
     for name in ("single_step", "ircot"):
         lm = RecordingLM([" Zemeckis was born in 1952.\nAnswer: 1952"])
         params = MethodsParams(ircot=IrcotParams(max_passages=2))  # at least retrieval.k
-        parts = Components(lm, OverlapRetriever(CORPUS), FakeProber([0.9]), params=params, k=2, max_new_tokens=16, passage_words=5)
-        build_method(name, parts).answer(QUESTION)
+        components = Components(lm, OverlapRetriever(CORPUS), FakeProber([0.9]), params=params, k=2, max_new_tokens=16, passage_words=5)
+        build_method(name, components).answer(QUESTION)
         asked[name] = lm.asked
     assert len(asked["ircot"]) == 1 and asked["ircot"] == asked["single_step"]

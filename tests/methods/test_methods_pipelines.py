@@ -38,7 +38,7 @@ def run(name, replies, scores=(), choices=(), with_router=None, state_layers=(),
     lm = FakeLM(replies, [PRIOR] if choices else [], choices)
     retriever = OverlapRetriever(CORPUS)
     prober = FakeProber(scores) if scores else None
-    parts = Components(
+    components = Components(
         lm,
         retriever,
         prober,
@@ -48,7 +48,7 @@ def run(name, replies, scores=(), choices=(), with_router=None, state_layers=(),
         router=with_router,
         state_layers=state_layers,
     )
-    trace = build_method(name, parts).answer(QUESTION)
+    trace = build_method(name, components).answer(QUESTION)
     assert trace.termination == "error" or lm.exhausted, "the script was not fully used"
     return trace, lm, retriever
 
@@ -254,10 +254,10 @@ def right(answer_text: str, golds) -> bool:
 
 def explore(replies, choices=()):
     lm = FakeLM(replies, [], choices)
-    parts = Components(
+    components = Components(
         lm, OverlapRetriever(CORPUS), None, MethodsParams(), k=2, max_new_tokens=16, state_layers=(2, 4)
     )
-    trace = SkillExploration(parts, right).answer(QUESTION)
+    trace = SkillExploration(components, right).answer(QUESTION)
     assert lm.exhausted, "the script was not fully used"
     return trace, lm
 
@@ -303,10 +303,10 @@ OFFSETS = dict.fromkeys(OPTIONS, 0.0)  # fitted offsets: the prompt router needs
 
 def first_retry(name, replies, choices=(), **params):
     lm = FakeLM(replies, [], choices)
-    parts = Components(
+    components = Components(
         lm, OverlapRetriever(CORPUS), NEVER_ACCEPTS, MethodsParams(**params), k=2, max_new_tokens=16, router_offsets=OFFSETS
     )
-    trace = FirstRetry(build_method(name, parts)).answer(QUESTION)
+    trace = FirstRetry(build_method(name, components)).answer(QUESTION)
     assert lm.exhausted, "the script was not fully used"
     return trace, lm
 
@@ -355,8 +355,8 @@ def test_factory_rejects_what_it_cannot_build():
 def test_a_method_built_from_params_retrieves_k_passages_cut_to_passage_words():
     params = load_params(REPO / "params.yaml", overrides=["retrieval.k=2", "retrieval.passage_words=3"])
     lm = FakeLM([answer("1952")])
-    parts = Components.from_params(params, lm, OverlapRetriever(CORPUS))
-    trace = build_method("single_step", parts).answer(QUESTION)
+    components = Components.from_params(params, lm, OverlapRetriever(CORPUS))
+    trace = build_method("single_step", components).answer(QUESTION)
     assert trace.rounds[0].passage_ids == ["cast", "zemeckis"]
     prompt = lm.calls[0][1]
     assert "Cast Away is" in prompt and "2000 film" not in prompt and "Robert Zemeckis (born" in prompt
@@ -379,9 +379,9 @@ def test_a_reused_answer_is_charged_to_every_method_that_uses_it():
     """probing_rag's stage 1 is no_retrieval's answer: computed once, charged to both traces."""
     inner = FakeLM([answer("1952", "He was born in 1952.")])  # one reply: the second method must reuse it
     lm = ReusingLM(inner, capacity=8)
-    parts = Components(lm, OverlapRetriever(CORPUS), FakeProber([0.9, 0.9]), k=2, max_new_tokens=16)
-    closed = build_method("no_retrieval", parts).answer(QUESTION)
-    gated = build_method("probing_rag", parts).answer(QUESTION)
+    components = Components(lm, OverlapRetriever(CORPUS), FakeProber([0.9, 0.9]), k=2, max_new_tokens=16)
+    closed = build_method("no_retrieval", components).answer(QUESTION)
+    gated = build_method("probing_rag", components).answer(QUESTION)
     assert inner.exhausted and len(inner.calls) == 1
     assert (gated.rounds[0].answer, gated.rounds[0].reasoning) == (closed.rounds[0].answer, "He was born in 1952.")
     assert replace(gated.totals, latency_s=0.0) == replace(closed.totals, latency_s=0.0)

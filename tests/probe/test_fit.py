@@ -12,7 +12,7 @@ from skillrag.config import load_params
 from skillrag.files import write_json
 from skillrag.paths import Paths
 from skillrag.probe.prober import Prober
-from skillrag.probe.states import write_meta, write_shard
+from skillrag.probe.state_store import write_meta, write_shard
 from skillrag.quality.gate import GateFailed
 from skillrag.stages import train_probe
 from tests.probe.conftest import HIDDEN_SIZE, LAYERS

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skillrag.eval.summary import headline, summarize
+from skillrag.eval.scoring import headline, summarize
 from skillrag.files import write_json, write_jsonl
 from skillrag.methods.trace import Cost, Round, Trace
 from skillrag.paths import Paths
@@ -67,7 +67,7 @@ def separable_states(skills: list[str], dim: int = 16, seed: int = 0) -> list[li
 
 def write_runs(paths: Paths, traces: list[Trace]) -> dict:
     """Traces (scored like the runner does), a settings sidecar per run, metrics and detail files."""
-    from skillrag.eval.summary import score_trace
+    from skillrag.eval.scoring import score_trace
 
     metrics: dict = {}
     runs: dict[tuple[str, str], list[Trace]] = {}

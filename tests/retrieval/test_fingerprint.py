@@ -11,7 +11,7 @@ import pytest
 
 from skillrag.files import write_json
 from skillrag.retrieval import IndexMissingError, build_indexes, index_fingerprint, index_identity
-from skillrag.retrieval.manifest import smoke_queries
+from skillrag.retrieval.fingerprint import smoke_queries
 from tests.retrieval.corpus import BuiltIndex
 
 

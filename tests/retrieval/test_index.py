@@ -17,9 +17,9 @@ from tests.retrieval.corpus import BuiltIndex, make_passages
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_counts_agree_across_corpus_and_both_indexes(built: BuiltIndex) -> None:
+def test_counts_agree_across_corpus_and_every_index(built: BuiltIndex) -> None:
     n = len(built.passages)
-    assert (built.stats.passages, built.stats.lucene_docs, built.stats.bm25s_docs) == (n, n, n)
+    assert (built.stats.passages, built.stats.lucene_docs, built.stats.bm25s_docs, built.stats.dense_vectors) == (n, n, n, n)
     assert built.stats.seconds > 0
 
 
@@ -32,9 +32,10 @@ def test_collection_is_a_sharded_pyserini_json_collection(built: BuiltIndex) -> 
     ]
 
 
-def test_both_backends_live_under_the_index_dir(built: BuiltIndex) -> None:
+def test_every_index_lives_under_the_index_dir(built: BuiltIndex) -> None:
     assert any((built.index_dir / "lucene").glob("segments_*"))
     assert (built.index_dir / "bm25s" / "params.index.json").exists()
+    assert {p.name for p in (built.index_dir / "dense").iterdir()} == {"vectors.faiss", "passages.jsonl", "encoder.json"}
 
 
 @pytest.mark.parametrize(

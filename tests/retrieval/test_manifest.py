@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skillrag.retrieval import BACKENDS, IndexCorruptError, IndexMissingError, open_retriever
+from skillrag.retrieval import IndexCorruptError, IndexMissingError, open_retriever
+from skillrag.retrieval.fingerprint import BACKEND_DIRS
 from tests.retrieval.corpus import BuiltIndex
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,14 +30,14 @@ def _largest_file(index_dir: Path, backend: str) -> Path:
     return max((p for p in (index_dir / backend).rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
 
 
-def test_the_manifest_lists_every_file_of_both_backends(built: BuiltIndex) -> None:
+def test_the_manifest_lists_every_file_of_every_index(built: BuiltIndex) -> None:
     manifest = json.loads((built.index_dir / "manifest.json").read_text())
-    on_disk = {p.relative_to(built.index_dir).as_posix() for b in BACKENDS for p in (built.index_dir / b).rglob("*") if p.is_file()}
+    on_disk = {p.relative_to(built.index_dir).as_posix() for b in BACKEND_DIRS for p in (built.index_dir / b).rglob("*") if p.is_file()}
     assert set(manifest["files"]) == on_disk
     assert all(entry["size"] == (built.index_dir / name).stat().st_size for name, entry in manifest["files"].items())
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_DIRS)
 def test_a_truncated_index_file_is_named_with_the_rebuild_command(index_copy: Path, backend: str) -> None:
     victim = _largest_file(index_copy, backend)
     with victim.open("r+b") as handle:
@@ -45,7 +46,7 @@ def test_a_truncated_index_file_is_named_with_the_rebuild_command(index_copy: Pa
         open_retriever(backend, index_copy)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKEND_DIRS)
 def test_overwritten_bytes_of_the_same_size_are_caught_by_the_hash(index_copy: Path, backend: str) -> None:
     victim = _largest_file(index_copy, backend)
     data = bytearray(victim.read_bytes())

@@ -19,7 +19,7 @@ from skillrag.lm.base import POOLINGS
 from skillrag.methods import Components, build_method
 from skillrag.methods.thresholds import load_thresholds, pick_threshold, reaches
 from skillrag.paths import Paths
-from skillrag.probe.states import shard_name
+from skillrag.probe.state_store import shard_name
 from skillrag.prompts.cot import cot_prompt
 from skillrag.stages import STAGES
 from tests.conftest import REPO, write_rows
@@ -154,9 +154,9 @@ def test_the_default_target_is_the_share_the_prober_rejects_closed_book(workspac
 def test_auto_params_read_the_tuned_values(workspace):
     paths, _ = workspace
     tune(paths, "tune_thresholds.target_retrieval_rate=0.3")
-    parts = Components(DevLM(), OverlapRetriever(CORPUS), thresholds=load_thresholds(paths.thresholds))
-    assert build_method("flare", parts).theta == pytest.approx(0.35)
-    assert build_method("dragin", parts).threshold == load_thresholds(paths.thresholds)["methods.dragin.threshold"]
+    components = Components(DevLM(), OverlapRetriever(CORPUS), thresholds=load_thresholds(paths.thresholds))
+    assert build_method("flare", components).theta == pytest.approx(0.35)
+    assert build_method("dragin", components).threshold == load_thresholds(paths.thresholds)["methods.dragin.threshold"]
 
 
 def test_flare_and_entropy_rag_read_extracts_rows_and_only_dragin_generates(workspace):

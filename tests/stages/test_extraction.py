@@ -11,10 +11,10 @@ import torch
 from skillrag.data.schema import Passage, Question
 from skillrag.errors import ArtifactError
 from skillrag.lm.base import POOLINGS, Generation, resolve_layers
-from skillrag.probe.states import layer_file, load_features, read_meta, read_rows
+from skillrag.probe.state_store import layer_file, load_features, read_meta, read_rows
 from skillrag.quality import GateFailed
 from skillrag.quality.states import gate_states
-from skillrag.stages.states import extract_states
+from skillrag.stages.extraction import extract_states
 from tests.fakes import OverlapRetriever, fake_pooled
 
 LAYERS = [2, 3]

@@ -7,7 +7,7 @@ import pytest
 
 from skillrag.data.schema import Question
 from skillrag.eval.runner import read_traces, run_method
-from skillrag.eval.summary import HEADLINE, bootstrap_interval, headline, score_trace, summarize
+from skillrag.eval.scoring import HEADLINE, bootstrap_interval, headline, score_trace, summarize
 from skillrag.methods import Components, Cost, Round, Trace, build_method
 from tests.fakes import CORPUS, FakeLM, OverlapRetriever
 

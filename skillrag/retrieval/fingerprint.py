@@ -1,10 +1,10 @@
-"""The index manifest and the index fingerprint.
+"""The index manifest, the index fingerprints and a run's retrieval identity.
 
-The manifest (`<index_dir>/manifest.json`): every Lucene and bm25s file's size and sha256,
+The manifest (`<index_dir>/manifest.json`): every Lucene, bm25s and dense file's size and sha256,
 written by the index stage and checked (sizes and hashes; 0.03 s on the default 38,675-passage
-index) before a backend opens its files, so a damaged file is one line naming it, never a Java
-or numpy traceback. It is not the index's identity: Lucene writes random segment ids, so two
-builds of the same corpus differ byte-wise.
+BM25 index) before a backend opens its files, so a damaged file is one line naming it, never a
+Java, numpy or faiss traceback. It is not the index's identity: Lucene writes random segment
+ids, so two builds of the same corpus differ byte-wise.
 
 The fingerprint (`data/fingerprints/index.json`, `Paths.index_fingerprint`; git-tracked) is: what
 the index holds and how it answers (a digest of the corpus, BM25 k1 and b, the pyserini, Lucene and
@@ -12,6 +12,13 @@ bm25s versions, the document count, each backend's top-k ids for the smoke queri
 keys and no times, so every rebuild of the same corpus writes the same bytes. Stages that read the
 index depend on it, and run settings and extract's fingerprint record its digest (`index_identity`):
 traces made on one index are never resumed on another, and a rebuilt index is the same one.
+
+The dense index has its own fingerprint (`data/fingerprints/dense.json`, `Paths.dense_fingerprint`)
+made the same way (corpus digest, encoder, versions, dimension, count, the smoke queries' dense
+top-k), so the BM25 fingerprint, and every BM25 run's identity, is what it was before dense
+retrieval existed. Not a digest of the vectors: another CPU computes them ~1e-7 apart, and among
+millions of values some would round the other way. `retrieval_identity` is what a run records
+for the backend it uses.
 """
 
 from __future__ import annotations
@@ -25,10 +32,10 @@ from typing import Any
 
 from skillrag.files import digest
 from skillrag.manifest import ArtifactCorruptError, read_manifest, verify_files, write_manifest
-from skillrag.retrieval.base import IndexMissingError
+from skillrag.retrieval.base import IndexMissingError, ranked
 
 MANIFEST = "manifest.json"
-BACKEND_DIRS = ("lucene", "bm25s")
+BACKEND_DIRS = ("lucene", "bm25s", "dense")  # the index directory's subfolders, one per index
 REBUILD = "rebuild it with `skillrag index` (or `dvc repro index`)"
 SMOKE_K = 10  # hits per smoke query: the gate looks for the query's passage among them, the fingerprint records their ids
 
@@ -70,10 +77,8 @@ def corpus_digest(corpus_dir: Path) -> str:
 
 
 def _top_ids(retriever: Any, queries: Sequence[str], k: int) -> list[list[str]]:
-    """Each query's top-`k` passage ids, ties broken by id: Lucene breaks them by its internal doc
-    ids, which a multi-threaded build assigns in no fixed order, so twice `k` hits are ranked."""
-    ranked = [sorted(hits, key=lambda h: (-h.score, h.passage.id)) for hits in retriever.batch_search(list(queries), 2 * k)]
-    return [[h.passage.id for h in hits[:k]] for hits in ranked]
+    """Each query's top-`k` passage ids, ties broken by id (`ranked`)."""
+    return [[h.passage.id for h in ranked(hits, k)] for hits in retriever.batch_search(list(queries), 2 * k)]
 
 
 def index_fingerprint(corpus_dir: Path, index_dir: Path, k1: float, b: float, queries: Sequence[str]) -> dict[str, Any]:
@@ -102,6 +107,24 @@ def index_fingerprint(corpus_dir: Path, index_dir: Path, k1: float, b: float, qu
     }
 
 
+def dense_fingerprint(corpus_dir: Path, index_dir: Path, queries: Sequence[str]) -> dict[str, Any]:
+    """What the dense index holds and how it answers (see the module docstring): the corpus digest,
+    the encoder, the faiss and torch versions, the dimension, the vector count and the smoke
+    queries' dense top-k ids."""
+    from skillrag.retrieval.dense import META, DenseRetriever
+
+    meta = json.loads((index_dir / "dense" / META).read_text())
+    top = _top_ids(DenseRetriever(index_dir), queries, SMOKE_K) if queries else []
+    return {
+        "corpus_sha256": corpus_digest(corpus_dir),
+        "encoder": meta["encoder"],
+        "versions": {"faiss": version("faiss-cpu"), "torch": version("torch"), "transformers": version("transformers")},
+        "dim": meta["dim"],
+        "vectors": meta["count"],
+        "smoke": {"k": SMOKE_K, "queries": list(queries), "dense": top},
+    }
+
+
 def index_identity(fingerprint_path: str | Path) -> str:
     """The index's identity: the digest of its fingerprint file (not of the index's files, which
     differ between builds of the same corpus). Raises IndexMissingError when there is none."""
@@ -112,7 +135,7 @@ def index_identity(fingerprint_path: str | Path) -> str:
 
 
 def verify_index(index_dir: str | Path, backend: str) -> None:
-    """Check every file of `backend` ("lucene" or "bm25s") against the manifest: present, same size,
+    """Check every file of `backend` ("lucene", "bm25s" or "dense") against the manifest: present, same size,
     same sha256, and no file the build did not write. Raises IndexCorruptError naming the file."""
     index_dir = Path(index_dir)
     listed = {name: entry for name, entry in _read(index_dir)["files"].items() if name.startswith(f"{backend}/")}
@@ -126,3 +149,13 @@ def verify_index(index_dir: str | Path, backend: str) -> None:
     )
     if unknown:
         raise IndexCorruptError(f"{index_dir / unknown[0]} is not part of the built {backend} index: {REBUILD}")
+
+
+def retrieval_identity(backend: str, index_fingerprint_path: str | Path, dense_fingerprint_path: str | Path) -> str | dict[str, str]:
+    """The identity of what `backend` retrieves from, as a run records it: the BM25 fingerprint's
+    digest for lucene and bm25s (a plain string, as before dense retrieval existed, so a BM25
+    run's records keep their bytes), the dense fingerprint's for dense, and both for hybrid."""
+    if backend in ("lucene", "bm25s"):
+        return index_identity(index_fingerprint_path)
+    dense = {"dense": index_identity(dense_fingerprint_path)}
+    return {"bm25": index_identity(index_fingerprint_path), **dense} if backend == "hybrid" else dense

@@ -1,5 +1,5 @@
 """Stage `extract`: the prober's training data (data/states/rows/ in git and data/states/vectors/ in
-the DVC cache, skillrag.probe.states) and its gate.
+the DVC cache, skillrag.probe.state_store) and its gate.
 
 For every train/dev question and every strategy (closed-book `no_retrieval`; `single_step` over
 the BM25 top-k for the question) the LM answers through the one answer path the methods use
@@ -108,7 +108,8 @@ def fingerprint(
     inputs: Mapping[str, Any], layers: Sequence[int], strategies: Sequence[str], max_new_tokens: int, questions: Sequence[Question]
 ) -> str:
     """Everything that changes the rows: a partial run is resumed only when this matches.
-    `inputs`: the identities of the model and of the retrieval (backend, k, k1, b, the index fingerprint's digest)."""
+    `inputs`: the identities of the model and of the retrieval (the knobs its backend reads, `RetrievalParams.recorded`,
+    and what it retrieves from, `runtime.retrieval_identity`)."""
     from skillrag.prompts import load_prompt
 
     material = json.dumps(
@@ -204,7 +205,7 @@ def extract_states(
     checkpoint_seconds: float,
     passage_words: int | None = None,
 ) -> dict[str, Any]:
-    """Write `out_dir` (see skillrag.probe.states); returns a summary with row counts per label.
+    """Write `out_dir` (see skillrag.probe.state_store); returns a summary with row counts per label.
 
     Finished rows are checkpointed as a shard after `checkpoint_rows` rows or `checkpoint_seconds`,
     whichever comes first (checked after each batch of `batch_size` tasks), so an interrupt or a
@@ -214,7 +215,7 @@ def extract_states(
     from tqdm import tqdm
 
     from skillrag import interrupts
-    from skillrag.probe.states import publish_states, read_rows, shard_names, write_meta, write_shard
+    from skillrag.probe.state_store import publish_states, read_rows, shard_names, write_meta, write_shard
 
     out_dir = Path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
@@ -256,7 +257,7 @@ def extract_states(
 
 def _done(directory: Path, fingerprint: str, complete: bool = True) -> bool:
     """Whether `directory` holds states made with `fingerprint`, with all their vectors when `complete`."""
-    from skillrag.probe.states import has_vectors, read_meta, rows_dir
+    from skillrag.probe.state_store import has_vectors, read_meta, rows_dir
 
     if not (rows_dir(directory) / "meta.json").exists() or read_meta(directory)["fingerprint"] != fingerprint:
         return False
@@ -292,7 +293,7 @@ def merge_states(
     import torch
 
     from skillrag.lm.base import POOLINGS
-    from skillrag.probe.states import (
+    from skillrag.probe.state_store import (
         ROW_COLUMNS,
         load_features,
         publish_states,
@@ -357,9 +358,7 @@ def _inputs(params: Params, paths: Paths) -> dict[str, Any]:
 
     inputs: dict[str, Any] = {"model": model_identity(params.lm.model, params.lm.device, params.lm.dtype)}
     if "single_step" in params.extract.strategies:
-        from skillrag.retrieval.manifest import index_identity
-
-        inputs["retrieval"] = {**params.retrieval.model_dump(), "index": index_identity(paths.index_fingerprint)}
+        inputs["retrieval"] = {**params.retrieval.recorded(), "index": runtime.retrieval_identity(params, paths)}
     return inputs
 
 

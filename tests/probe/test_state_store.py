@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from skillrag.errors import ArtifactError
-from skillrag.probe.states import (
+from skillrag.probe.state_store import (
     layer_file,
     load_features,
     read_rows,
