@@ -406,11 +406,12 @@ def recommit(
 ) -> None:
     """Record in dvc.lock a change that leaves every output as it was (a rename, a docstring, a
     refactor) without re-running the stages it made stale. A stage is recordable when it is stale
-    for code, params or newly listed dependencies only, and is recorded when the tiny profile's
-    pipeline, run once with the base commit's code and once with the working tree's, has it write
-    the same small outputs (traces, metrics, state rows, prober and router records, fingerprints,
-    gate results). Two tiny runs, about 7 minutes each on two cores; then `dvc commit -f` of those
-    stages; the others are listed for `skillrag repro` (skillrag.recommit)."""
+    for code, params or newly listed dependencies only (a cache-only output absent on a new machine
+    keeps the hash dvc.lock recorded), and is recorded when the tiny profile's pipeline, run once
+    with the base commit's code and once with the working tree's, has it write the same small
+    outputs (traces, metrics, state rows, prober and router records, fingerprints, gate results).
+    Two tiny runs, about 16 minutes each on two cores; then `dvc commit -f` of those stages; the
+    others are listed for `skillrag repro` (skillrag.recommit)."""
     from skillrag import recommit as rc
 
     root = state.params_file.resolve().parent

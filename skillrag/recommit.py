@@ -8,7 +8,9 @@ change is shown to change nothing:
 
 1. `dvc status`: a stale stage is recordable when it is stale for code (files under `skillrag/`),
    params.yaml, or a dependency dvc.yaml lists now and dvc.lock did not record (a renamed module, a
-   file a stage now reads). One with changed data, outputs missing or modified, a changed command,
+   file a stage now reads). A cache-only output absent here (not in the DVC cache: a new machine
+   keeps only git) is no reason to run, as for `skillrag repro`: dvc.lock keeps the hash it
+   recorded. One with changed data, git-tracked outputs missing or modified, a changed command,
    or no run at all must run (`skillrag repro`, after this): recording the others first hides
    nothing, since DVC sees a re-run stage's new outputs in its consumers' dependencies.
 2. The tiny profile's whole pipeline runs twice, in fresh projects: once with the code, dvc.yaml and
@@ -19,7 +21,8 @@ change is shown to change nothing:
    in both, record by record, wall-clock and provenance fields (VOLATILE) aside and numbers within
    TOLERANCE (float32 rows of differently composed batches differ by ~1e-7).
    The tiny profile exercises every stage and method with a real model and index in minutes.
-3. Only then `dvc commit -f` the recordable stages. Committing dvc.lock is left to you, with the
+3. Only then `dvc commit -f` the recordable stages (with DVC's allow-missing, which the command
+   line does not offer: an absent cache-only output keeps its recorded hash). Committing dvc.lock is left to you, with the
    check named in the message.
 
 The check cannot see a path the tiny profile does not take (a code branch only larger data reaches):
@@ -28,6 +31,7 @@ it is evidence, not proof, which is why params changes are allowed only when the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -59,6 +63,8 @@ SKIPPED = ("data/corpus/", "data/index/", "data/states/vectors/", "data/data_doc
 TINY = "tiny"
 NEWLY_LISTED = "newly listed"  # a dependency dvc.yaml lists and dvc.lock did not record
 NEVER_RUN = "never run"
+ABSENT = "cache-only, absent here"  # a cached output (or a dep that is one) missing from the workspace and cache
+_ABSENT_STATUS = frozenset({"not in cache", "deleted"})
 
 
 class RecommitRefused(UserError):
@@ -82,6 +88,11 @@ class Change:
         code = self.path == CODE or self.path.startswith(f"{CODE}/")
         listed = code or self.path.startswith(f"{PARAMS}:") or self.how == NEWLY_LISTED
         return self.kind == "changed deps" and listed
+
+    @property
+    def absent(self) -> bool:
+        """A cache-only output absent here: neither recordable nor a reason to run."""
+        return self.how == ABSENT
 
     def __str__(self) -> str:
         return f"{self.stage}: {self.kind} {self.path} {self.how}".strip()
@@ -111,11 +122,21 @@ def _recorded_deps(root: Path) -> dict[str, set[str]]:
     return {name: {dep["path"] for dep in entry.get("deps", [])} for name, entry in stages.items()}
 
 
+def _cached_outs(root: Path) -> set[str]:
+    """The project's cache-only outputs (DVC's `cache: true`, the default), as dvc.yaml names them."""
+    from dvc.repo import Repo  # DVC's import is slow; only recommit needs it
+
+    with Repo(str(root)) as repo:
+        return {out.def_path for stage in repo.index.stages for out in stage.outs if out.use_cache}
+
+
 def stale(root: Path) -> list[Change]:
     """Every change `dvc status` reports for the project's stages; a dependency dvc.lock did not
-    record for its stage is NEWLY_LISTED, a stage it does not hold at all NEVER_RUN."""
+    record for its stage is NEWLY_LISTED, a stage it does not hold at all NEVER_RUN, a cache-only
+    output (or a dependency on one) missing here ABSENT."""
     status: dict[str, list[Any]] = json.loads(_run(["dvc", "status", "--json"], root) or "{}")
     recorded = _recorded_deps(root)
+    cached = _cached_outs(root)
     changes = []
     for stage, entries in status.items():
         if stage not in recorded:
@@ -131,17 +152,19 @@ def stale(root: Path) -> list[Change]:
                         changes += [Change(stage, kind, f"{path}:{key}", str(h)) for key, h in how.items()]
                     elif kind == "changed deps" and path not in recorded[stage]:
                         changes.append(Change(stage, kind, path, NEWLY_LISTED))
+                    elif path in cached and how in _ABSENT_STATUS:
+                        changes.append(Change(stage, kind, path, ABSENT))
                     else:
                         changes.append(Change(stage, kind, path, str(how)))
     return changes
 
 
 def split(changes: list[Change]) -> tuple[list[str], list[Change]]:
-    """The recordable stale stages (every change of theirs `recordable`), in status order, and the
-    changes that make the other stages need a run."""
-    must_run = [change for change in changes if not change.recordable]
+    """The recordable stale stages (a `recordable` change and no other but `absent` ones), in status
+    order, and the changes that make the other stages need a run."""
+    must_run = [change for change in changes if not (change.recordable or change.absent)]
     blocked = {change.stage for change in must_run}
-    return list(dict.fromkeys(c.stage for c in changes if c.stage not in blocked)), must_run
+    return list(dict.fromkeys(c.stage for c in changes if c.recordable and c.stage not in blocked)), must_run
 
 
 def tiny_project(code: Path, dest: Path, root: Path | None = None) -> Path:
@@ -295,8 +318,18 @@ def check(root: Path, base: str, work: Path | None = None) -> Verdict:
 
 
 def commit(root: Path, stages: list[str]) -> None:
-    """Step 3: `dvc commit -f` the stages (their outputs are present: a missing one is a must-run change)."""
-    _run(["dvc", "commit", "-f", *stages], root)
+    """Step 3: `dvc commit -f` the stages; an output of theirs that is missing is an ABSENT one and
+    keeps the hash dvc.lock holds (any other missing output made its stage a must-run)."""
+    from dvc.repo import Repo
+
+    # `Repo.commit(allow_missing=True)` (what `dvc commit` would do with the flag) also saves the run
+    # cache, which hashes every output and fails on an absent one: its steps without that save.
+    with contextlib.chdir(root), Repo() as repo, repo.lock:  # DVC resolves stage names against the cwd
+        for name in stages:
+            stage = repo.stage.collect(name)[-1]  # the stage itself, its upstream before it
+            stage.save(allow_missing=True, run_cache=False)
+            stage.commit(allow_missing=True)
+            stage.dvcfile.dump(stage, update_pipeline=False)
 
 
 def message(verdict: Verdict) -> str:

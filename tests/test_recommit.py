@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from skillrag.recommit import (
+    ABSENT,
     NEWLY_LISTED,
     Change,
     RecommitRefused,
@@ -99,6 +100,23 @@ def test_a_newly_listed_dependency_is_recordable_and_a_stage_that_never_ran_is_n
     assert Change("first", "changed deps", "extra.txt", NEWLY_LISTED) in changes
     stages, must_run = split(changes)
     assert (stages, must_run) == (["first"], [Change("third", "never run")])
+
+
+def test_on_a_new_machine_an_absent_cache_only_output_keeps_its_recorded_hash(project: Path) -> None:
+    """Only git survives a new machine: `first`'s cached mid.txt is gone with the DVC cache, and a
+    code change must still be recordable for `first` and for `second`, which reads mid.txt."""
+    (project / "mid.txt").unlink()
+    _sh(project, "rm", "-rf", ".dvc/cache")
+    (project / "skillrag" / "one.py").write_text('"""One, renamed words."""\n')
+    recorded = (project / "dvc.lock").read_text()
+    stages, must_run = split(stale(project))
+    assert (stages, must_run) == (["first", "second"], [])
+    commit(project, stages)
+    absent = [Change("first", "changed outs", "mid.txt", ABSENT), Change("second", "changed deps", "mid.txt", ABSENT)]
+    assert sorted(stale(project), key=str) == absent  # the code change is recorded, the absence stays
+    assert split(absent) == ([], [])
+    mid_hash = [line for line in recorded.splitlines() if "md5" in line]
+    assert set(mid_hash) & set((project / "dvc.lock").read_text().splitlines())  # mid.txt's hash as recorded
 
 
 def test_an_unknown_base_is_refused(project: Path, tmp_path: Path) -> None:
