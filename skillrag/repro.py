@@ -186,13 +186,16 @@ class Runner:
                         for stage in ordered for out in stage.outs if out.use_cache}
             state = {}
             for stage, step in zip(ordered, steps):  # dependencies first: theirs is known by now
-                recorded = all(o.hash_info for o in stage.outs) and all(d.hash_info for d in stage.deps)
+                entries = [*stage.outs, *stage.deps]
+                unrecorded = [str(entry) for entry in entries if not entry.hash_info]
                 missing = [out for out in step.git_outs if not (self.root / out).exists()]
                 upstream = [d.name for d in repo.index.graph.successors(stage) if state.get(d.name, DONE) != DONE]
                 if step.name in forced:
                     step.state, step.why, step.forced = PENDING, "forced", True
-                elif not recorded:
+                elif len(unrecorded) == len(entries):
                     step.state, step.why = PENDING, "never run here (no dvc.lock entry)"
+                elif unrecorded:  # dvc.yaml lists an output or input its last run did not have
+                    step.state, step.why = PENDING, f"dvc.lock does not record its {unrecorded[0]}"
                 elif stage.changed(allow_missing=True):
                     step.state, step.why = PENDING, "its code, params, inputs or outputs changed"
                 elif missing:

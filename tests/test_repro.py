@@ -332,3 +332,14 @@ def test_a_changed_command_makes_a_stage_pending_and_a_git_ignored_output_is_ref
     (project / ".gitignore").write_text("/data/questions.txt\n")
     with pytest.raises(ConfigError, match="data/questions.txt is git-ignored"):
         Runner(project, echo=_quiet).run()
+
+
+def test_an_output_dvc_yaml_lists_and_dvc_lock_does_not_is_named_as_the_reason_to_run(tmp_path):
+    project = make_project(tmp_path / "project")
+    Runner(project, targets=["prepare"], echo=_quiet).run()
+    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
+    pipeline["stages"]["prepare"]["outs"].append({"data/extra.json": {"cache": False}})
+    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    prepare, index = Runner(project).plan()[:2]
+    assert (prepare.state, prepare.why) == ("pending", "dvc.lock does not record its data/extra.json")
+    assert index.why == "never run here (no dvc.lock entry)"
