@@ -194,3 +194,23 @@ def test_exp_runs_a_profile_without_touching_the_workspace(tmp_path):
     shown = json.loads(sh("dvc", "exp", "show", "--json").stdout)
     runs = [rev for commit in shown for exp in commit.get("experiments") or [] for rev in exp["revs"]]
     assert [rev["data"]["params"]["params.yaml"]["data"]["prepare"]["train_size"] for rev in runs] == [90]
+
+
+def test_a_stage_in_an_experiment_copy_starts_afresh_and_the_users_project_is_never_cleared(tmp_path, monkeypatch):
+    """`dvc exp run --temp` copies the committed run's resumable traces into the experiment; with the
+    experiment's params the resume guard would refuse them, so the stage DVC names clears its own."""
+    home, copy = tmp_path / "home", tmp_path / "copy"
+    for root in (home, copy):
+        for method in ("skill_rag", "single_step"):
+            (root / "data" / "runs" / method).mkdir(parents=True)
+            (root / "data" / "runs" / method / "hotpotqa.jsonl").write_text("{}\n")
+        (root / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    monkeypatch.setenv("DVC_STAGE", "evaluate-skill_rag")
+    monkeypatch.setenv("DVC_EXP_NAME", "try1")
+    monkeypatch.setenv("DVC_ROOT", str(home))  # DVC points it at the user's project, not the copy
+    for root in (copy, home):
+        result = runner.invoke(cli.app, ["--params", str(root / "params.yaml"), "params"])
+        assert result.exit_code == 0, result.output
+    assert not (copy / "data" / "runs" / "skill_rag").exists()
+    assert (copy / "data" / "runs" / "single_step" / "hotpotqa.jsonl").exists()  # another stage's
+    assert (home / "data" / "runs" / "skill_rag" / "hotpotqa.jsonl").exists()
