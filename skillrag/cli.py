@@ -85,7 +85,7 @@ def _start_afresh_in_an_experiment_copy() -> None:
     for out in entry.outs if entry else ():
         if out.persist and (root / out.path).exists():
             shutil.rmtree(root / out.path)
-            console.print(f"experiment {experiment}: {out.path} held the baseline's run; {stage} starts afresh", highlight=False)
+            console.print(f"experiment {experiment}: {out.path} held the baseline's run; {stage} starts afresh", highlight=False, soft_wrap=True)
 
 
 def _fail(message: str) -> None:

@@ -134,7 +134,7 @@ def _messages(project: Path) -> list[str]:
 
 
 def _committed_traces(project: Path) -> list[str]:
-    shown = subprocess.run(["git", "show", "HEAD:data/runs/traces.jsonl"], cwd=project, capture_output=True, text=True)
+    shown = subprocess.run(["git", "show", "HEAD:data/runs/traces.jsonl"], check=False, cwd=project, capture_output=True, text=True)
     return shown.stdout.splitlines()
 
 
