@@ -67,25 +67,14 @@ def main(
 
 
 def _start_afresh_in_an_experiment_copy() -> None:
-    """In a temporary experiment copy (`skillrag exp`, i.e. `dvc exp run --temp`), clear the stage's
-    resumable outputs before it runs: the copy's are the baseline commit's run, made with the
-    params the experiment changes, which the resume guard would refuse ("traces run with other
-    settings"). DVC names the stage (DVC_STAGE) and the experiment (DVC_EXP_NAME) and points DVC_ROOT
-    at the user's own project, which is never touched: only a copy elsewhere is."""
+    """In a `skillrag exp` copy, the stage clears the baseline's resumable traces (skillrag.experiment)."""
     import os
-    import shutil
 
-    from skillrag.registry import STAGES
+    from skillrag.experiment import start_afresh
 
-    stage, experiment, home = (os.environ.get(name) for name in ("DVC_STAGE", "DVC_EXP_NAME", "DVC_ROOT"))
-    root = state.params_file.resolve().parent
-    if not (stage and experiment and home) or root == Path(home).resolve():
-        return
-    entry = STAGES.get(stage.rsplit(":", 1)[-1])
-    for out in entry.outs if entry else ():
-        if out.persist and (root / out.path).exists():
-            shutil.rmtree(root / out.path)
-            console.print(f"experiment {experiment}: {out.path} held the baseline's run; {stage} starts afresh", highlight=False, soft_wrap=True)
+    for path in start_afresh(state.params_file.resolve().parent):
+        console.print(f"experiment {os.environ['DVC_EXP_NAME']}: {path} held the baseline's run; "
+                      f"{os.environ['DVC_STAGE']} starts afresh", highlight=False, soft_wrap=True)
 
 
 def _fail(message: str) -> None:
