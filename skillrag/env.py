@@ -1,7 +1,9 @@
 """Process-wide settings that must be in place before heavy libraries are imported.
 
 Offline and quiet by default (DESIGN §5): the hubs are unreachable here, and `datasets`,
-DVC and Prefect otherwise try the network. Users who are online can override any of these.
+DVC and Prefect otherwise try the network. Patient with Prefect's temporary server (a flow run
+without PREFECT_API_URL starts one): its 20 s default runs out on a busy two-core machine.
+Users can override any of these.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ OFFLINE_DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "GX_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
 
 

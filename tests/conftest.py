@@ -1,4 +1,5 @@
-"""Shared fixtures: the shared data bundle beside the checkout, and small question sets."""
+"""Shared fixtures: the shared data bundle beside the checkout, small question sets, and a
+temporary Prefect server."""
 
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ apply_offline_defaults()
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture
+def prefect_server():
+    """A temporary Prefect server (SQLite) for the test. Its start is waited for up to five minutes:
+    on a loaded two-core CI machine the harness's own 30 s ran out (stop 36's CI)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=300):
+        yield
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The Prefect pipeline flow runs offline (a temporary server via prefect_test_harness) through
+"""The Prefect pipeline flow runs offline (a temporary server, the prefect_server fixture) through
 `skillrag repro`'s runner, writes what `dvc repro` writes (byte-identical files wherever the format
 is deterministic; Lucene writes random segment ids, so its index is compared by document count
 through the gate), leaves dvc.lock recording what it ran, and publishes the report, the metrics
@@ -9,7 +9,6 @@ import json
 import pandas as pd
 import pytest
 from prefect.artifacts import Artifact
-from prefect.testing.utilities import prefect_test_harness
 
 from flows.pipeline import pipeline_flow
 from skillrag.probe.state_store import read_rows
@@ -19,12 +18,13 @@ from tests.fakes import without_latency
 pytestmark = pytest.mark.e2e
 
 
-def test_pipeline_flow_matches_dvc_outputs_records_them_in_dvc_lock_and_publishes_artifacts(dvc_project, tmp_path):
+def test_pipeline_flow_matches_dvc_outputs_records_them_in_dvc_lock_and_publishes_artifacts(
+    dvc_project, tmp_path, prefect_server
+):
     project = make_project(tmp_path / "flows")
     run(["dvc", "init", "--no-scm", "-q"], project)
-    with prefect_test_harness():
-        published = pipeline_flow(project=str(project))
-        artifacts = {key: Artifact.get(key) for key in published}
+    published = pipeline_flow(project=str(project))
+    artifacts = {key: Artifact.get(key) for key in published}
     assert "up to date" in run(["dvc", "status"], project).stdout.lower()  # dvc.lock records what Prefect ran
     for relative in [
         "data/questions/train/nq.jsonl",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
-from prefect.testing.utilities import prefect_test_harness
 
 from skillrag import stages
 from tests.flows.test_sharding import _headline, _runs, _workspace
@@ -29,7 +28,7 @@ class Fakes(WorkerPlugin):
         runtime.open_retriever = lambda params, paths: OverlapRetriever(CORPUS)
 
 
-def test_evaluate_flow_on_two_dask_workers_equals_one_process(tmp_path, fakes):
+def test_evaluate_flow_on_two_dask_workers_equals_one_process(tmp_path, fakes, prefect_server):
     from flows.stages import FLOWS
 
     single, params = _workspace(tmp_path / "single")
@@ -37,7 +36,7 @@ def test_evaluate_flow_on_two_dask_workers_equals_one_process(tmp_path, fakes):
     stages.summarize(params, single)
     sharded, _ = _workspace(tmp_path / "sharded")
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    with prefect_test_harness(), cluster, Client(cluster) as client:
+    with cluster, Client(cluster) as client:
         client.register_plugin(Fakes())
         FLOWS["evaluate"](params_file=str(sharded.root / "params.yaml"), workers=2, dask_address=cluster.scheduler_address)
         FLOWS["summarize"](params_file=str(sharded.root / "params.yaml"))

@@ -169,16 +169,13 @@ def test_the_runner_brings_the_runs_up_to_date_and_git_has_the_committed_outcome
 
 
 @pytest.mark.slow  # a temporary Prefect server
-def test_reevaluate_flow_fails_on_a_significant_drop_and_passes_on_noise(project):
-    from prefect.testing.utilities import prefect_test_harness
-
+def test_reevaluate_flow_fails_on_a_significant_drop_and_passes_on_noise(project, prefect_server):
     from flows.reevaluate import reevaluate_flow
 
-    with prefect_test_harness(server_startup_timeout=180):  # a loaded two-core machine starts it slowly
-        (project / "right.txt").write_text("15")  # one question flipped: noise
-        rows = reevaluate_flow(project=str(project))
-        assert {(r["scope"], r["metric"]): r["worse"] for r in rows}[("nq", "acc")] == 1
-        (project / "right.txt").write_text("4")  # 12 questions lost
-        with pytest.raises(Regression, match=r"single_step/nq/acc: 0\.800 -> 0\.200"):
-            reevaluate_flow(project=str(project))
-        reevaluate_flow(project=str(project), alpha=1e-9)  # a flow parameter overrides params.yaml
+    (project / "right.txt").write_text("15")  # one question flipped: noise
+    rows = reevaluate_flow(project=str(project))
+    assert {(r["scope"], r["metric"]): r["worse"] for r in rows}[("nq", "acc")] == 1
+    (project / "right.txt").write_text("4")  # 12 questions lost
+    with pytest.raises(Regression, match=r"single_step/nq/acc: 0\.800 -> 0\.200"):
+        reevaluate_flow(project=str(project))
+    reevaluate_flow(project=str(project), alpha=1e-9)  # a flow parameter overrides params.yaml
