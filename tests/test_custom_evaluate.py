@@ -25,9 +25,12 @@ def workspace(tmp_path, monkeypatch) -> Path:
     return make_workspace(tmp_path / "ws")
 
 
-def _evaluate(root: Path, *args: str) -> tuple[int, str]:
+def _evaluate(root: Path, *args: str, options: tuple[str, ...] = ()) -> tuple[int, str]:
+    """`skillrag [options] evaluate args` in `root`."""
     try:
-        result = CliRunner().invoke(cli.app, ["--params", str(root / "params.yaml"), "evaluate", *args], catch_exceptions=False)
+        result = CliRunner().invoke(
+            cli.app, ["--params", str(root / "params.yaml"), *options, "evaluate", *args], catch_exceptions=False
+        )
     except Exception as err:  # noqa: BLE001 - what cli.run() prints as one line
         return 1, str(err)
     return result.exit_code, result.output
@@ -85,3 +88,16 @@ def test_questions_and_name_go_together(workspace, tmp_path):
     assert code == 1 and "--questions and --name go together" in out
     code, out = _evaluate(workspace, "--questions", str(tmp_path), "--name", "../up")
     assert code == 1 and "--name '../up'" in out
+
+
+def test_a_named_run_of_the_evaluation_questions_is_paired_with_the_pipelines_run(workspace):
+    assert _evaluate(workspace)[0] == 0
+    questions = workspace / "data" / "questions" / "eval"
+    code, out = _evaluate(workspace, "--questions", str(questions), "--name", "k1", options=("--set", "retrieval.k=1"))
+    assert code == 0, out
+    report = (workspace / "reports" / "custom" / "k1" / "report.md").read_text()
+    section = report.split("## Against the pipeline's run\n\n")[1]
+    assert "Run settings that differ: `retrieval.k` 3 → 1." in section
+    (nq,) = [line.split(" | ") for line in section.splitlines() if line.startswith("| single_step@k1 vs single_step | nq |")]
+    assert nq[2] == str(sum(1 for _ in (questions / "nq.jsonl").open()))  # every question, paired
+    assert "Questions whose strict ACC flipped (pipeline → this run)" in section

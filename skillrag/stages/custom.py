@@ -37,13 +37,14 @@ def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) ->
         write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
     evaluate(params, custom, datasets=list(by_dataset))
     metrics = summarize(params, custom, datasets=list(by_dataset))
-    report_section(params, custom, questions)
+    report_section(params, paths, custom, questions)
     return metrics
 
 
-def report_section(params: Params, custom: Paths, questions: Path) -> Path:
+def report_section(params: Params, paths: Paths, custom: Paths, questions: Path) -> Path:
     """reports/custom/NAME/report.md: the report's answer-quality (ACC, EM with 95% intervals)
-    and cost tables for these questions, every set counted as out of distribution."""
+    and cost tables for these questions (the sets `prepare.train_datasets` names in-domain, any
+    other out of distribution), then the run against the pipeline's own (`against_pipeline`)."""
     from skillrag.files import replace_text
     from skillrag.report.inputs import load_inputs
     from skillrag.report.tables import cost_table, score_table
@@ -58,10 +59,65 @@ def report_section(params: Params, custom: Paths, questions: Path) -> Path:
     replace_text(
         out,
         f"# Evaluation on `{custom.custom}`\n\nQuestions from `{questions}` ({', '.join(datasets)}), answered with "
-        f"this workspace's index, prober and router; traces in `{custom.runs}`.\n\n"
-        f"## Answer quality\n\n{quality}\n\n## Cost\n\n{cost_table(inputs)}\n",
+        f"this workspace's index, prober and router; traces in `{custom.runs.relative_to(custom.root)}`.\n\n"
+        f"## Answer quality\n\n{quality}\n\n## Cost\n\n{cost_table(inputs)}\n\n"
+        f"## Against the pipeline's run\n\n{against_pipeline(params, paths, custom)}\n",
     )
     return out
+
+
+def against_pipeline(params: Params, paths: Paths, custom: Paths) -> str:
+    """Each method of the named run against the same method in the pipeline's run (data/runs/) on
+    the questions both answered: the run settings that differ, the paired ACC table of the report
+    (bootstrap interval, won/lost, McNemar, Holm) and the questions whose strict ACC flipped. This
+    is how a changed setting (e.g. `--set retrieval.backend=hybrid` on the evaluation questions) is
+    measured against the committed run."""
+    import pandas as pd
+
+    from skillrag.errors import ArtifactError
+    from skillrag.report.diff import flipped_questions
+    from skillrag.report.inputs import load_inputs
+    from skillrag.report.outcomes import outcome_frame
+    from skillrag.report.tables import paired_table
+
+    try:
+        base = load_inputs(paths)
+    except ArtifactError:
+        return f"_No pipeline run to compare with: `{paths.metrics_detail}` is missing._"
+    mine = load_inputs(custom)
+    shared = [m for m in mine.methods if m in base.detail]
+    before = outcome_frame(t for m in shared for t in base.all_traces(m))
+    after = outcome_frame(t for m in shared for t in mine.all_traces(m))
+    label = f"@{custom.custom}"
+    made = paired_table(
+        pd.concat([before, after.assign(method=after["method"] + label)]),
+        [(m + label, m) for m in shared], mine.datasets([]), params.prepare.train_datasets,
+    )
+    if made is None:
+        return "_The pipeline's run answered none of these questions with these methods._"
+    table, _ = made
+    changed = settings_changes(base.settings, mine.settings, shared)
+    return (
+        f"`METHOD{label}` is this run, `METHOD` the pipeline's (`{paths.runs.relative_to(paths.root)}`). Run settings that differ: "
+        + (", ".join(f"`{key}` {old} → {new}" for key, (old, new) in changed.items()) or "none")
+        + ".\n\n" + table + "\n\nQuestions whose strict ACC flipped (pipeline → this run):\n\n"
+        + flipped_questions(before, after)
+    )
+
+
+def settings_changes(
+    before: dict[str, dict[str, dict[str, Any]]], after: dict[str, dict[str, dict[str, Any]]], methods: list[str]
+) -> dict[str, tuple[Any, Any]]:
+    """param -> (pipeline's value, this run's) for each run parameter (the runner's settings
+    sidecars) that differs for any of `methods` on a dataset both runs hold."""
+    changed: dict[str, tuple[Any, Any]] = {}
+    for method in methods:
+        for dataset, mine in after.get(method, {}).items():
+            theirs = before.get(method, {}).get(dataset, {}).get("params", {})
+            for key, value in mine.get("params", {}).items():
+                if key in theirs and theirs[key] != value:
+                    changed.setdefault(key, (theirs[key], value))
+    return changed
 
 
 def read_questions(path: Path, max_chars: int) -> dict[str, list[Question]]:
