@@ -5,6 +5,7 @@ then answers None rather than failing the stage that asked."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -29,11 +30,13 @@ def git(*args: str, cwd: str | Path, timeout: float = 60, check: bool = False) -
     return done.stdout.strip()
 
 
-def head(cwd: str | Path) -> tuple[str, bool] | None:
-    """The commit checked out at `cwd` and whether tracked files differ from it (untracked files do
-    not count); None outside a git repository or without git."""
+def head(cwd: str | Path, ignoring: Sequence[str] = ()) -> tuple[str, bool] | None:
+    """The commit checked out at `cwd` and whether tracked files differ from it (untracked files and
+    the paths `ignoring`, relative to the repository's top, do not count); None outside a git
+    repository or without git."""
     commit = git("rev-parse", "HEAD", cwd=cwd)
     if commit is None:
         return None
-    status = git("status", "--porcelain", "--untracked-files=no", cwd=cwd)
+    pathspec = [":(top)", *(f":(top,exclude){path}" for path in ignoring)]
+    status = git("status", "--porcelain", "--untracked-files=no", "--", *pathspec, cwd=cwd)
     return commit, bool(status)

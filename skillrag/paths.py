@@ -15,6 +15,10 @@ from pathlib import Path
 from skillrag.errors import ConfigError
 
 WORKSPACES = "workspaces"
+# What the stages write, relative to the project root: never the code a run is made by. A run's
+# provenance ignores their changes (DVC deletes a stage's git-tracked outputs before it runs it,
+# and a resumed run appends to its own traces), so "uncommitted changes" means changed code or params.
+GENERATED = ("data", "reports", ".skillrag", "dvc.lock")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from skillrag.gitutil import head
+from skillrag.paths import GENERATED
 from skillrag.report.inputs import Inputs
 from skillrag.report.tables import markdown_table
 
@@ -23,9 +24,8 @@ def _version(package: str) -> str:
 
 def workspace_commit(root: Path) -> str:
     """The git commit of the project the report describes (the one `dvc metrics diff` compares
-    from), marked when tracked files have uncommitted changes; "no git repository" outside one."""
-
-    state = head(root)
+    from), marked when its code or params have uncommitted changes; "no git repository" outside one."""
+    state = head(root, ignoring=GENERATED)
     if state is None:
         return "no git repository"
     commit, dirty = state

@@ -9,7 +9,7 @@ from typing import Any
 
 from skillrag.config import Params
 from skillrag.gitutil import head
-from skillrag.paths import Paths
+from skillrag.paths import GENERATED, Paths
 
 
 def run_settings(
@@ -79,7 +79,7 @@ def provenance() -> dict[str, Any]:
     the versions of torch, transformers and skillrag. Recorded, never compared."""
     from importlib.metadata import version
 
-    commit, dirty = head(Path(__file__).parent) or (None, None)
+    commit, dirty = head(Path(__file__).parent, ignoring=GENERATED) or (None, None)
     return {
         "git_commit": commit,
         "git_dirty": dirty,
