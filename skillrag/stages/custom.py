@@ -10,7 +10,7 @@ schema (one JSON object per line with `id`, `question`, `answers`); a file names
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillrag.config import Params
 from skillrag.data.schema import Question
@@ -18,6 +18,9 @@ from skillrag.files import DataError, numbered_jsonl, write_jsonl
 from skillrag.paths import Paths
 from skillrag.stages.evaluation import evaluate
 from skillrag.stages.summary import summarize
+
+if TYPE_CHECKING:
+    from skillrag.report.inputs import Inputs
 
 
 def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) -> dict[str, Any]:
@@ -61,12 +64,12 @@ def report_section(params: Params, paths: Paths, custom: Paths, questions: Path)
         f"# Evaluation on `{custom.custom}`\n\nQuestions from `{questions}` ({', '.join(datasets)}), answered with "
         f"this workspace's index, prober and router; traces in `{custom.runs.relative_to(custom.root)}`.\n\n"
         f"## Answer quality\n\n{quality}\n\n## Cost\n\n{cost_table(inputs)}\n\n"
-        f"## Against the pipeline's run\n\n{against_pipeline(params, paths, custom)}\n",
+        f"## Against the pipeline's run\n\n{against_pipeline(params, paths, custom, inputs)}\n",
     )
     return out
 
 
-def against_pipeline(params: Params, paths: Paths, custom: Paths) -> str:
+def against_pipeline(params: Params, paths: Paths, custom: Paths, mine: Inputs) -> str:
     """Each method of the named run against the same method in the pipeline's run (data/runs/) on
     the questions both answered: the run settings that differ, the paired ACC table of the report
     (bootstrap interval, won/lost, McNemar, Holm) and the questions whose strict ACC flipped. This
@@ -84,7 +87,6 @@ def against_pipeline(params: Params, paths: Paths, custom: Paths) -> str:
         base = load_inputs(paths)
     except ArtifactError:
         return f"_No pipeline run to compare with: `{paths.metrics_detail}` is missing._"
-    mine = load_inputs(custom)
     shared = [m for m in mine.methods if m in base.detail]
     before = outcome_frame(t for m in shared for t in base.all_traces(m))
     after = outcome_frame(t for m in shared for t in mine.all_traces(m))
