@@ -537,11 +537,13 @@ class Runner:
             stage.remove_outs(ignore_remove=False, force=step.forced)
         main = threading.current_thread() is threading.main_thread()
         if main:
-            interrupts.install()  # a signal reaches this loop, which forwards it (the child has its own session)
+            interrupts.install()  # a signal reaches this loop, which forwards it (the child has its own process group)
         self.echo(f"+ {step.cmd}")
         # The shell traps SIGTERM / SIGINT so that it waits for the stage to stop: otherwise it dies at
         # once and the stage would still be writing its last outputs (and stopped legs) when they are committed.
-        child = subprocess.Popen(f"trap : TERM INT; {step.cmd}", shell=True, cwd=self.root, env=self._env, start_new_session=True)
+        # Its own process group (a terminal's Ctrl-C reaches only this loop, which forwards it), in this
+        # session: Linux schedules a session's processes as one group, so `nice skillrag repro` holds for them.
+        child = subprocess.Popen(f"trap : TERM INT; {step.cmd}", shell=True, cwd=self.root, env=self._env, process_group=0)
         signum, stopping, started = None, False, time.monotonic()
         next_checkpoint = started + self.checkpoint_s
         while True:

@@ -343,3 +343,18 @@ def test_an_output_dvc_yaml_lists_and_dvc_lock_does_not_is_named_as_the_reason_t
     prepare, index = Runner(project).plan()[:2]
     assert (prepare.state, prepare.why) == ("pending", "dvc.lock does not record its data/extra.json")
     assert index.why == "never run here (no dvc.lock entry)"
+
+
+def test_a_stage_runs_in_its_own_process_group_in_the_callers_session(tmp_path):
+    """Its own group, so a stop signal reaches all it started; the caller's session, so it shares the
+    caller's scheduling group and priority (Linux autogroups are per session: `nice skillrag repro`)."""
+    project = make_project(tmp_path / "project")
+    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
+    ids = "import json, os; open('ids.json', 'w').write(json.dumps([os.getsid(0), os.getpgid(0)]))"
+    pipeline["stages"]["prepare"]["cmd"] = f'python -c "{ids}" && python step.py prepare'
+    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    _sh(project, "git", "commit", "-q", "-am", "prepare records its session and group")
+    Runner(project, targets=["prepare"], echo=_quiet).run()
+    session, group = json.loads((project / "ids.json").read_text())
+    assert session == os.getsid(0)
+    assert group not in (os.getpgid(0), session)
