@@ -74,7 +74,8 @@ class RetrievalParams(_Section):
 class LMParams(_Section):
     model: str = "qwen2.5-coder-1.5b"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"  # auto: bfloat16 on GPU and bf16-capable CPUs
+    # auto: bfloat16 on GPU and bf16-capable CPUs; int8: int8 Linear weights on the CPU, float32 elsewhere (skillrag.lm.int8)
+    dtype: Literal["auto", "float32", "bfloat16", "float16", "int8"] = "float32"
     prompt_format: Literal["auto", "plain", "chat"] = "auto"  # auto: the bundled model's measured format, else plain
     max_new_tokens: int = Field(96, ge=1)
     batch_size: int = Field(16, ge=1)

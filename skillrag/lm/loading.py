@@ -11,8 +11,10 @@ import torch
 from skillrag.errors import ConfigError
 from skillrag.lm.bundled import BUNDLED, PromptFormat, bundled_digest, bundled_dir
 from skillrag.lm.hf import HFCausalLM
+from skillrag.lm.int8 import quantize_int8
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+INT8 = "int8"  # int8 Linear weights, float32 everything else (skillrag.lm.int8)
 
 
 class ModelLoadError(ConfigError):
@@ -40,13 +42,26 @@ def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """With "auto", bfloat16 on a GPU and on a CPU that computes it natively, else float32."""
+    """The dtype the model loads and computes in. With "auto", bfloat16 on a GPU and on a CPU that
+    computes it natively, else float32; "int8" loads float32 (on the CPU only) and its Linear
+    weights are then made int8 (`skillrag.lm.int8`)."""
     if dtype == "auto":
         native = device.type == "cuda" or (device.type == "cpu" and cpu_has_bf16())
         return torch.bfloat16 if native else torch.float32
+    if dtype == INT8:
+        if device.type != "cpu":
+            raise ConfigError(f"lm.dtype int8 runs on the CPU only (its kernels are CPU ones), not on {device}: use bfloat16 there")
+        return torch.float32
     if dtype not in _DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r} (have: auto, {', '.join(_DTYPES)})")
+        raise ConfigError(f"unknown dtype {dtype!r} (have: auto, {', '.join(_DTYPES)}, {INT8})")
     return _DTYPES[dtype]
+
+
+def precision(dtype: str, device: torch.device) -> str:
+    """The precision a model runs in as its identity records it: "int8", or the resolved dtype's
+    name ("float32", "bfloat16", "float16"). States and generations differ across precisions, so
+    artifacts made under one are refused under another (skillrag.identity)."""
+    return INT8 if dtype == INT8 else str(resolve_dtype(dtype, device)).removeprefix("torch.")
 
 
 def resolve_prompt_format(spec: str, prompt_format: str = "auto") -> PromptFormat:
@@ -62,8 +77,9 @@ def resolve_prompt_format(spec: str, prompt_format: str = "auto") -> PromptForma
 
 def load_lm(spec: str, device: str = "auto", dtype: str = "auto", prompt_format: str = "auto") -> HFCausalLM:
     """Load `spec`: a bundled model name (see `skillrag.lm.bundled.BUNDLED`), a local directory
-    with a transformers model, or a Hugging Face hub id (from the local cache when offline);
-    `prompt_format` says whether prompts reach it plain or in its chat template."""
+    with a transformers model, or a Hugging Face hub id (from the local cache when offline), in
+    `dtype` (`resolve_dtype`; "int8" quantizes once, here); `prompt_format` says whether prompts
+    reach it plain or in its chat template."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_device = resolve_device(device)
@@ -93,6 +109,8 @@ def load_lm(spec: str, device: str = "auto", dtype: str = "auto", prompt_format:
             "in the local cache (offline runs, HF_HUB_OFFLINE=1, only see the cache).\n"
             f"cause: {err}"
         ) from err
+    if dtype == INT8:
+        model = quantize_int8(model)
     chat = resolve_prompt_format(spec, prompt_format) == "chat"
     return HFCausalLM(model.to(torch_device), tokenizer, name=spec, chat=chat)
 
@@ -117,8 +135,7 @@ def model_identity(spec: str, device: str = "auto", dtype: str = "auto") -> dict
             digest = listing_digest(snapshot_download(spec, local_files_only=True))
         except Exception:  # noqa: BLE001 - not cached: the name and dtype are all we know
             digest = None
-    resolved = resolve_dtype(dtype, resolve_device(device))
-    return {"name": spec, "dtype": str(resolved).removeprefix("torch."), "digest": digest, "licence": licence}
+    return {"name": spec, "dtype": precision(dtype, resolve_device(device)), "digest": digest, "licence": licence}
 
 
 def _looks_like_path(spec: str) -> bool:

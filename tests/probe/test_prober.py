@@ -129,6 +129,26 @@ def test_open_prober_resolves_probe_threshold_at_load_time(trained, tmp_path):
         open_prober(load_params(params_file, overrides=[*here, "lm.dtype=bfloat16"]), paths, lm)
 
 
+def test_open_prober_refuses_a_float32_prober_under_int8(trained, tmp_path):
+    """int8 states differ from float32 ones as bfloat16 states do: the prober is refused, naming both."""
+    from types import SimpleNamespace
+
+    from skillrag.config import load_params
+    from skillrag.lm.loading import model_identity
+    from skillrag.paths import Paths
+    from skillrag.runtime import open_prober
+
+    paths = Paths(tmp_path)
+    model = "skillrag-tests/no-such-model"
+    Prober(trained.probers, {**trained.info, "cuts": STORED}).save(
+        paths.probe, {"model": model, "identity": model_identity(model, "cpu", "float32")}
+    )
+    params_file = Path(__file__).resolve().parents[2] / "params.yaml"
+    params = load_params(params_file, overrides=[f"lm.model={model}", "lm.device=cpu", "lm.dtype=int8"])
+    with pytest.raises(ArtifactError, match=r"\(float32, .* the current model is .*\(int8, .*lm.dtype"):
+        open_prober(params, paths, SimpleNamespace(name=model, hidden_size=16))
+
+
 def test_a_non_finite_score_is_an_error_naming_the_layers_not_a_verdict(trained, make_states):
     features, _ = make_states(1, seed=14)
     hidden = {layer: x[0] for layer, x in features.items()}
