@@ -28,6 +28,15 @@ latency charged per retry round against a retrieval round, and the prompt tokens
 in memory from `--corpus` (its first `--corpus-passages`, plus the questions' gold passages).
 
     python benchmarks/lm.py --model smollm2-135m --only-retry --retry-questions 8
+
+Answer cost per precision (`--only-answers`): seconds per closed-book answer and per answer over
+three passages (the extract / no_retrieval / single_step answer path, `--n` prompts in one
+batch, params.yaml's lm.max_new_tokens), and prefill and decode tokens/s, for each of `--dtypes`
+(bfloat16 only where the CPU computes it natively) with its ratio to float32, the precisions
+timed alternately; with `--avx2`, the same again in a child process limited to AVX2
+(ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), so an AVX2-only host is represented.
+
+    python benchmarks/lm.py --model qwen2.5-coder-1.5b --only-answers --n 16 --avx2
 """
 
 from __future__ import annotations
@@ -272,6 +281,75 @@ def retry_speed(lm: HFCausalLM, args: argparse.Namespace) -> None:
          f"{mean([r.cost.tokens_in for t in runs['single_step'][1] for r in t.rounds]):.0f}", "", "", "")
 
 
+AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def answer_speed(args: argparse.Namespace) -> None:
+    """Seconds per answer, closed-book and over three passages, and prefill / decode tokens/s of
+    each precision in `--dtypes`, side by side (see the module docstring)."""
+    import subprocess
+    import sys
+
+    from skillrag.answering import answer_batch
+    from skillrag.config import load_params
+    from skillrag.data.sources import load_local
+    from skillrag.lm.loading import cpu_has_bf16
+    from skillrag.prompts.cot import cot_prompt
+
+    params = load_params(REPO / "params.yaml")
+    limited = os.environ.get("ATEN_CPU_CAPABILITY") == "avx2"
+    dtypes = [d for d in args.dtypes if d != "bfloat16" or (cpu_has_bf16() and not limited)]
+    questions = load_local(args.questions.parents[1], args.questions.parent.name)[: args.n]
+    retriever = retry_retriever(args, questions)
+    texts = [q.question for q in questions]
+    passages = [[hit.passage for hit in hits] for hits in retriever.batch_search(texts, params.retrieval.k)]
+    closed_prompts = [cot_prompt(t).text for t in texts]
+    prefix = cot_prompt(texts[0]).prefix
+    new, words = params.lm.max_new_tokens, params.retrieval.passage_words
+    models = {dtype: load_lm(args.model, device="cpu", dtype=dtype) for dtype in dtypes}
+
+    def closed(lm: HFCausalLM):
+        return lambda: answer_batch(lm, texts, [[] for _ in texts], None, new, passage_words=words)
+
+    def over_passages(lm: HFCausalLM):
+        return lambda: answer_batch(lm, texts, passages, None, new, passage_words=words)
+
+    def prefill(lm: HFCausalLM):
+        return lambda: lm.generate(closed_prompts, 1)
+
+    def decode(lm: HFCausalLM, steps: int):
+        return lambda: lm.generate(closed_prompts, steps, prefix=prefix)
+
+    for lm in models.values():  # warm up: compile (int8), prefix caches
+        answer_batch(lm, texts[:2], passages[:2], None, 4, passage_words=words)
+        answer_batch(lm, texts[:2], [[], []], None, 4, passage_words=words)
+        decode(lm, 2)()
+    runs = [run for lm in models.values() for run in (closed(lm), over_passages(lm), prefill(lm), decode(lm, 32), decode(lm, 1))]
+    times = best_times(args.repeats, *runs)
+    prompt_tokens = sum(len(next(iter(models.values())).encode(t)) for t in closed_prompts)
+    decoded = len(closed_prompts) * 31  # every row decodes 32 tokens (no stop), the first comes from the prefill
+    measured = {dtype: times[5 * i : 5 * i + 5] for i, dtype in enumerate(dtypes)}
+    print(
+        f"\nanswers | model {args.model} | {'AVX2 only (' + ', '.join(f'{k}={v}' for k, v in AVX2_ENV.items()) + ')' if limited else torch.backends.cpu.get_cpu_capability()} "
+        f"| torch threads {torch.get_num_threads()} | batch {args.n} | {new} new tokens at most | k {params.retrieval.k}, "
+        f"{words} words per passage | best of {args.repeats}, alternating | load average {os.getloadavg()[0]:.1f}"
+    )
+    show = _table((10, 14, 8, 16, 8, 13, 8, 12, 8))
+    show("precision", "s/closed-book", "x fp32", "s/over passages", "x fp32", "prefill tok/s", "x fp32", "decode tok/s", "x fp32")
+    base = measured.get("float32")
+    for dtype, (closed_s, passages_s, prefill_s, decode_full, decode_one) in measured.items():
+        ratio = (lambda mine, theirs: f"{theirs / mine:.2f}x") if base else (lambda mine, theirs: "")
+        show(
+            dtype, f"{closed_s / args.n:.2f}", ratio(closed_s, base[0]) if base else "",
+            f"{passages_s / args.n:.2f}", ratio(passages_s, base[1]) if base else "",
+            f"{prompt_tokens / prefill_s:.0f}", ratio(prefill_s, base[2]) if base else "",
+            f"{decoded / (decode_full - decode_one):.1f}", ratio(decode_full - decode_one, base[3] - base[4]) if base else "",
+        )
+    if args.avx2 and not limited:
+        argv = [a for a in sys.argv[1:] if a != "--avx2"]
+        subprocess.run([sys.executable, __file__, *argv, "--no-avx2"], env={**os.environ, **AVX2_ENV}, check=True)
+
+
 def _table(widths: tuple[int, ...]):
     def show(*cells: str) -> None:
         print("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)))
@@ -301,11 +379,18 @@ def main() -> None:
     parser.add_argument("--probe", type=Path, default=REPO / "data" / "probe")
     parser.add_argument("--retry-questions", type=int, default=8, help="questions for the retry comparison (0: skip)")
     parser.add_argument("--only-retry", action="store_true", help="run only the retry comparison")
+    parser.add_argument("--only-answers", action="store_true", help="run only the answer cost per precision")
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "int8", "bfloat16"], help="precisions for --only-answers")
+    parser.add_argument("--avx2", action=argparse.BooleanOptionalAction, default=False,
+                        help="--only-answers again in a child process limited to AVX2")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="corpus for the in-memory bm25s index")
     parser.add_argument("--corpus-passages", type=int, default=5000, help="corpus passages it indexes")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.only_answers:
+        answer_speed(args)
+        return
     if args.only_retry:
         retry_speed(load_lm(args.model, device=args.device, dtype=args.dtype), args)
         return
