@@ -164,6 +164,7 @@ class MethodsParams(_Section):
 
 class RouterParams(_Section):
     train_questions: int = Field(30, ge=1)  # train questions explored (every skill tried on each failure)
+    retry_questions: int = Field(30, ge=1)  # train questions each gated method's own first retry runs on (the after-evidence cuts' retry rates)
     min_examples_per_skill: int = Field(5, ge=2)  # fewer for any skill or exit: no router, a note says why
     c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
 
