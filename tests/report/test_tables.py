@@ -67,7 +67,8 @@ def test_the_learning_curve_table_shows_each_pool_with_its_answers_recipe_and_pa
     noise = np.linspace(0, 1, 80)
     baselines = {"entropy": noise, "min_token_prob": noise, "answer_logprob": noise}
     table = learning_curve_table({"learning_curve": learning_curve(select, (recipe, 0.7, labels.astype(float)), train, dev, baselines, 100, 0)})
-    assert "| 15 | 30 (10) | _grouped cross-validation needs" in table
+    first = next(line for line in table.splitlines() if line.startswith("| 15 | 30 ("))
+    assert "| _grouped cross-validation needs" in first  # the pool too small to train says why
     assert "| 120 | 240 (80) | answer_last, logistic C=0.1, 2 layer(s) | 1.000 [1.000, 1.000] | +" in table
     assert f"dev AUROC, closed book (n 40, {int(labels[:40].sum())} right)" in table
     assert "| min token prob |" in table and "Pools and intervals: nested, balanced pools" in table
