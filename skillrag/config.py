@@ -27,6 +27,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class FirstDraw(_Section):
+    """The sizes the original sampling rule draws first: a larger sample keeps those questions
+    (skillrag.data.sampling)."""
+
+    train_size: int = Field(100, ge=0)
+    dev_size: int = Field(100, ge=0)
+    eval_size: int = Field(30, ge=0)
+
+
 class PrepareParams(_Section):
     source: Literal["local", "hub"] = "local"
     local_dir: Path = Path("../shared/data")
@@ -36,6 +45,7 @@ class PrepareParams(_Section):
     train_size: int = Field(100, ge=1)
     dev_size: int = Field(100, ge=1)
     eval_size: int = Field(30, ge=1)
+    first_draw: FirstDraw = FirstDraw()  # the committed run's sizes: every larger sample keeps its questions
     prefer_evidence_in_corpus: bool = True
     max_question_chars: int = Field(2000, ge=50)  # longer questions are left out by prepare, refused elsewhere
     seed: int = 13
@@ -155,6 +165,7 @@ class MethodsParams(_Section):
 
 class RouterParams(_Section):
     train_questions: int = Field(30, ge=1)  # train questions explored (every skill tried on each failure)
+    retry_questions: int = Field(30, ge=1)  # train questions each gated method's own first retry runs on (the after-evidence cuts' retry rates)
     min_examples_per_skill: int = Field(5, ge=2)  # fewer for any skill or exit: no router, a note says why
     c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
 

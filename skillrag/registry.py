@@ -13,7 +13,7 @@ report read it without importing any method's code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from skillrag.errors import ConfigError
@@ -192,7 +192,22 @@ def evaluate_stage(method: str) -> StageEntry:
 
 GATES = ("questions", "index", "states", "probe", "runs")
 
-# In `dvc repro` order (train_router before train_probe: its retry rates set the after-evidence cuts).
+
+def before_first_reader(evaluations: Sequence[StageEntry], trainers: Sequence[StageEntry]) -> list[StageEntry]:
+    """The evaluate stages in method order, each trainer placed just before the first of them
+    that reads one of its outputs: `skillrag repro` runs dvc.yaml's order where the graph allows,
+    so the first methods' results (the primary comparisons) never wait for a trainer that only
+    later methods read."""
+    placed, left = [], list(trainers)
+    for stage in evaluations:
+        ready = [t for t in left if any(out.path in stage.inputs for out in t.outs)]
+        placed += [*ready, stage]
+        left = [t for t in left if t not in ready]
+    return placed + left
+
+
+# In `dvc repro` order (train_router before train_probe: its retry rates set the after-evidence cuts;
+# train_adaptive and tune_thresholds just before the first method that reads them).
 STAGES: dict[str, StageEntry] = {
     stage.name: stage
     for stage in (
@@ -239,24 +254,29 @@ STAGES: dict[str, StageEntry] = {
                 )
             ),
             outs=(Out("data/probe"), Out("reports/probe_detail.json"), validation("probe")),
-            metrics=("reports/probe_metrics.json",), plots=("reports/figures/probe_reliability.png",),
+            metrics=("reports/probe_metrics.json",),
+            plots=("reports/figures/probe_reliability.png", "reports/figures/probe_learning_curve.png"),
             note="every probe key but threshold, which only the stages that load the prober read",
         ),
-        StageEntry(
-            "train_adaptive", "train-adaptive", "skillrag.stages.adaptive", inputs=("data/questions", ROWS, INDEX_FINGERPRINT),
-            needs=(INDEX,),
-            params=(*LM, "lm.layers", "retrieval", "methods.ircot", "methods.abstain_answer", "train_adaptive",
-                    "prepare.max_question_chars"),
-            outs=(Out("data/adaptive_traces", persist=True, note="resumable traces"), Out("data/adaptive")), metrics=("reports/adaptive_metrics.json",),
-            methods=("ircot",), note="Adaptive-RAG's query-complexity classifier on silver labels",
+        *before_first_reader(
+            [evaluate_stage(method) for method in METHODS],
+            [
+                StageEntry(
+                    "train_adaptive", "train-adaptive", "skillrag.stages.adaptive", inputs=("data/questions", ROWS, INDEX_FINGERPRINT),
+                    needs=(INDEX,),
+                    params=(*LM, "lm.layers", "retrieval", "methods.ircot", "methods.abstain_answer", "train_adaptive",
+                            "prepare.max_question_chars"),
+                    outs=(Out("data/adaptive_traces", persist=True, note="resumable traces"), Out("data/adaptive")), metrics=("reports/adaptive_metrics.json",),
+                    methods=("ircot",), note="Adaptive-RAG's query-complexity classifier on silver labels",
+                ),
+                StageEntry(
+                    "tune_thresholds", "tune-thresholds", "skillrag.stages.thresholds", inputs=("data/questions", ROWS, "data/probe"),
+                    params=(*LM, "probe.threshold", "methods.flare.max_iterations", "tune_thresholds", "prepare.max_question_chars"),
+                    outs=(Out("data/thresholds"),), metrics=("reports/thresholds.json",),
+                    note="the trigger thresholds of flare / dragin / entropy_rag, chosen on dev only",
+                ),
+            ],
         ),
-        StageEntry(
-            "tune_thresholds", "tune-thresholds", "skillrag.stages.thresholds", inputs=("data/questions", ROWS, "data/probe"),
-            params=(*LM, "probe.threshold", "methods.flare.max_iterations", "tune_thresholds", "prepare.max_question_chars"),
-            outs=(Out("data/thresholds"),), metrics=("reports/thresholds.json",),
-            note="the trigger thresholds of flare / dragin / entropy_rag, chosen on dev only",
-        ),
-        *(evaluate_stage(method) for method in METHODS),
         StageEntry(
             "summarize", "summarize", "skillrag.stages.summary",
             inputs=("data/questions", *(f"data/runs/{method}" for method in METHODS)),

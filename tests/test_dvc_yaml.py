@@ -39,6 +39,19 @@ def test_committed_dvc_yaml_is_what_the_registry_gives():
     assert (REPO / "dvc.yaml").read_text() == expected, "dvc.yaml is stale: run `skillrag dvc-yaml` and commit it"
 
 
+def test_the_primary_methods_run_first_and_each_trainer_just_before_its_first_reader():
+    """Issue 49: a run that spans jobs has the primary comparisons (skill_rag against probing_rag
+    and single_step) before the other methods, and no trainer that only later methods read
+    (Adaptive-RAG's classifier, the trigger thresholds) delays them. `skillrag repro` runs
+    dvc.yaml's order where the graph allows."""
+    order = list(stages())
+    evaluated = [name.removeprefix("evaluate-") for name in order if name.startswith("evaluate-")]
+    assert evaluated == ["no_retrieval", "single_step", "probing_rag", "skill_rag", "ircot", "adaptive_rag", "flare", "dragin", "entropy_rag"]
+    assert order.index("train_probe") < order.index("evaluate-no_retrieval")
+    assert order.index("evaluate-skill_rag") < order.index("train_adaptive") == order.index("evaluate-adaptive_rag") - 1
+    assert order.index("evaluate-skill_rag") < order.index("tune_thresholds") == order.index("evaluate-flare") - 1
+
+
 def test_dvc_yaml_check_exits_non_zero_on_a_stale_file(tmp_path):
     from typer.testing import CliRunner
 

@@ -291,3 +291,23 @@ def test_train_router_measures_each_gated_methods_own_retry_and_fits_the_prompt_
     assert report["prompt_router"]["fitted_choices"]["fixed"] >= report["prompt_router"]["content_free_choices"]["fixed"]
     as_run = report["router_as_run"]
     assert as_run["router"] == "prompt" and as_run["states"] == 20 and sum(as_run["chosen"].values()) == 20
+
+
+def test_train_router_sizes_exploration_and_first_retries_on_their_own_knobs(tmp_path, monkeypatch):
+    """A larger retry pool (the after-evidence cuts' rates) does not grow the exploration, which
+    tries every skill on each failure and costs several times more per question."""
+    workspace = make_workspace(tmp_path / "ws")
+    rows = [
+        {"id": f"nq-train-{i:02d}", "dataset": "nq", "question": f"Where is landmark {i} of the train set?", "answers": ["Paris"], "split": "train"}
+        for i in range(100, 125)
+    ]
+    write_rows(workspace / "data" / "questions" / "train" / "nq.jsonl", rows)
+    monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(runtime, "open_lm", lambda params: _SkillLM())
+    overrides = ["train_router.train_questions=5", "train_router.retry_questions=20", "train_router.min_examples_per_skill=50"]
+    paths = Paths(workspace)
+    report = stages.train_router(load_params(workspace / "params.yaml", overrides=overrides), paths)
+    assert report["questions"] == 5 and len(read_traces(paths.router_traces)) == 5
+    retries = json.loads(paths.retry_rates.read_text())
+    assert retries["questions"] == 20
+    assert all(len(read_traces(paths.retry_traces(method))) == 20 for method in ("probing_rag", "skill_rag"))

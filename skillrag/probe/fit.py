@@ -5,18 +5,18 @@
 each decision point (before retrieval; after evidence, per gated method) on dev by what it does
 to answers (skillrag.probe.cuts) and builds the dev report
 (AUROC with question-bootstrap intervals next to the mean-token-entropy baseline's, the cuts
-with the dev ACC and retrieval rate each gives, a learning curve), all in memory; the stage runs
+with the dev ACC and retrieval rate each gives, the learning curve beside the logit baselines,
+skillrag.probe.curve), all in memory; the stage runs
 the probe gate on that report and only then `publish`es the prober (`data/probe/`), its dev
 metrics (headline numbers in `reports/probe_metrics.json`, a DVC metrics file; everything in
-`reports/probe_detail.json`) and a reliability plot (`reports/figures/probe_reliability.png`),
-so a prober that fails its gate never replaces the one before it.
+`reports/probe_detail.json`), a reliability plot (`reports/figures/probe_reliability.png`) and
+the learning curve's (`reports/figures/probe_learning_curve.png`), so a prober that fails its gate never replaces the one before it.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,17 +28,16 @@ import torch
 from skillrag.config import ProbeParams
 from skillrag.errors import DataError
 from skillrag.files import write_json
-from skillrag.probe.calibration import auroc, calibration_report, grouped_bootstrap_auroc, reliability_plot
+from skillrag.probe.baselines import baseline_scores
+from skillrag.probe.calibration import calibration_report, grouped_bootstrap_auroc, reliability_plot
+from skillrag.probe.curve import curve_plot, learning_curve
 from skillrag.probe.cuts import ACCEPT_ALL, CUT_RULE, REJECT_ALL, Null, choose_cut
 from skillrag.probe.prober import AFTER_EVIDENCE, BEFORE_RETRIEVAL, PAPER_CUT, Prober
-from skillrag.probe.selection import cross_validate, fit
+from skillrag.probe.selection import Features, cross_validate, fit
 from skillrag.probe.state_store import DEFAULT_POOLING, load_features, read_meta, read_rows, stored_poolings
 from skillrag.probe.training import train_probers
 
-LEARNING_CURVE = (0.25, 0.5, 1.0)  # shares of the train questions
 BOOTSTRAP_REPLICATES = 1000
-
-Trainer = Callable[[pd.DataFrame], Prober]  # train rows -> prober
 
 
 @dataclass(frozen=True)
@@ -50,10 +49,11 @@ class FittedProbe:
     dev_scores: np.ndarray
     dev_labels: np.ndarray
 
-    def publish(self, probe_dir: Path, metrics_file: Path, detail_file: Path, plot_file: Path) -> None:
-        """Write the plot, the full report, the headline metrics, then the prober (what later
+    def publish(self, probe_dir: Path, metrics_file: Path, detail_file: Path, plot_file: Path, curve_file: Path) -> None:
+        """Write the plots, the full report, the headline metrics, then the prober (what later
         stages read), each atomically."""
         reliability_plot(self.dev_scores, self.dev_labels, plot_file)
+        curve_plot(self.report["learning_curve"], curve_file)
         write_json(detail_file, self.report)
         write_json(metrics_file, headline(self.report))
         self.prober.save(probe_dir, {})
@@ -98,27 +98,26 @@ def _labels(rows: pd.DataFrame) -> torch.Tensor:
     return torch.tensor(rows["acc"].to_numpy().astype(int))
 
 
-def _recipe(states_dir: Path, train: pd.DataFrame, params: ProbeParams) -> tuple[dict[str, Any], dict[str, Any] | None, Trainer]:
-    """(the recipe, the CV record or None, a trainer for it on any train rows)."""
-    poolings = _poolings(states_dir, params)
+def _select(features: Mapping[str, Features], rows: pd.DataFrame, params: ProbeParams, layers: list[int]) -> tuple[dict[str, Any], dict[str, Any] | None, Prober]:
+    """(the recipe, the CV record or None, the prober trained by it on all of `rows`), given the
+    rows' states {pooling: {layer: [len(rows), d]}} in the poolings the recipe may read."""
+    labels, groups = _labels(rows), rows["id"].tolist()
     if params.recipe != "cv":
-        pooling = poolings[0]
-
-        def fixed(rows: pd.DataFrame) -> Prober:
-            return train_probers(load_features(states_dir, rows, pooling), _labels(rows), params, groups=rows["id"].tolist())
-
+        pooling = next(iter(features))
         network = f"mlp {params.hidden}" if params.hidden else "linear (LayerNorm)"
-        layers = read_meta(states_dir)["layers"]
-        return {"name": params.recipe, "pooling": pooling, "network": network, "layers": layers}, None, fixed
-    features = {pooling: load_features(states_dir, train, pooling) for pooling in poolings}
-    table, chosen = cross_validate(features, train["acc"].to_numpy(), train["id"].to_numpy(), params)
+        recipe = {"name": params.recipe, "pooling": pooling, "network": network, "layers": layers}
+        return recipe, None, train_probers(features[pooling], labels, params, groups=groups)
+    table, chosen = cross_validate(features, rows["acc"].to_numpy(), rows["id"].to_numpy(), params)
+    prober = fit(chosen.network, {layer: features[chosen.pooling][layer] for layer in chosen.layers}, labels, groups, params)
+    return {"name": "cv", **chosen.to_dict()}, {"folds": len(table[0]["folds"]), "table": table}, prober
 
-    def chosen_recipe(rows: pd.DataFrame) -> Prober:
-        by_layer = load_features(states_dir, rows, chosen.pooling)
-        return fit(chosen.network, {layer: by_layer[layer] for layer in chosen.layers}, _labels(rows), rows["id"].tolist(), params)
 
-    folds = len(table[0]["folds"])
-    return {"name": "cv", **chosen.to_dict()}, {"folds": folds, "table": table}, chosen_recipe
+def _cv_auroc(cv: dict[str, Any] | None, recipe: dict[str, Any]) -> float | None:
+    """The chosen candidate's mean CV AUROC (None without CV)."""
+    if cv is None:
+        return None
+    keys = ("pooling", "network", "layers")
+    return next(row["auroc_mean"] for row in cv["table"] if all(row[k] == recipe[k] for k in keys))
 
 
 def _load_retries(path: Path) -> dict[str, Any]:
@@ -207,21 +206,6 @@ def _vs_entropy(intervals: dict[str, Any]) -> dict[str, Any]:
     return {"difference": diff["auroc"], "difference_ci": diff["auroc_ci"], "verdict": verdict, "text": text}
 
 
-def _learning_curve(trainer: Trainer, train: pd.DataFrame, dev_auroc: Callable[[Prober], float | None], full: Prober, seed: int) -> list[dict[str, Any]]:
-    """Dev AUROC of the same recipe on a seeded share of the train questions (all of their rows)."""
-    ids = np.random.default_rng(seed).permutation(train["id"].unique())
-    curve = []
-    for share in LEARNING_CURVE:
-        kept = ids[: math.ceil(share * len(ids))]
-        entry: dict[str, Any] = {"share": share, "questions": len(kept)}
-        try:
-            entry["auroc"] = dev_auroc(full if share == 1.0 else trainer(train[train["id"].isin(kept)]))
-        except ValueError as err:  # too few right answers in a small share
-            entry.update(auroc=None, note=str(err).splitlines()[0])
-        curve.append(entry)
-    return curve
-
-
 def fit_probe(states_dir: Path, retries_file: Path, params: ProbeParams) -> FittedProbe:
     """Train on split == train, choose the cuts and report on split == dev.
 
@@ -234,10 +218,24 @@ def fit_probe(states_dir: Path, retries_file: Path, params: ProbeParams) -> Fitt
     if train.empty or dev.empty:
         raise DataError(f"{states_dir} needs train and dev rows (has {len(train)} train, {len(dev)} dev)")
     retries = _load_retries(retries_file)
-    recipe, cv, trainer = _recipe(states_dir, train, params)
-    prober = trainer(train)
+    train_features = {pooling: load_features(states_dir, train, pooling) for pooling in _poolings(states_dir, params)}
+    dev_features_by: dict[str, Features] = {}
+
+    def dev_features_of(pooling: str) -> Features:
+        if pooling not in dev_features_by:
+            dev_features_by[pooling] = load_features(states_dir, dev, pooling)
+        return dev_features_by[pooling]
+
+    def select(pool: pd.DataFrame) -> tuple[dict[str, Any], float | None, np.ndarray]:
+        """A pool of the learning curve: recipe, CV AUROC and dev scores of its own selection."""
+        at = np.flatnonzero(train.index.isin(pool.index))
+        features = {pooling: {layer: x[at] for layer, x in by_layer.items()} for pooling, by_layer in train_features.items()}
+        recipe, cv, model = _select(features, train.iloc[at], params, meta["layers"])
+        return recipe, _cv_auroc(cv, recipe), model.score_batch(dev_features_of(recipe["pooling"])).numpy()
+
+    recipe, cv, prober = _select(train_features, train, params, meta["layers"])
     dev_labels = dev["acc"].to_numpy().astype(int)
-    dev_features = load_features(states_dir, dev, recipe["pooling"])
+    dev_features = dev_features_of(recipe["pooling"])
     dev_scores = prober.score_batch(dev_features).numpy()
     cuts, cut_notes = _cuts(dev, dev_scores, retries, params.call_cost)
     prober.info.update(
@@ -271,8 +269,8 @@ def fit_probe(states_dir: Path, retries_file: Path, params: ProbeParams) -> Fitt
     report["recipe"] = recipe
     report["cv"] = cv
     report["cuts"] = cuts
-    report["learning_curve"] = _learning_curve(
-        trainer, train, lambda model: auroc(model.score_batch(dev_features).numpy(), dev_labels), prober, params.seed
+    report["learning_curve"] = learning_curve(
+        select, (recipe, _cv_auroc(cv, recipe), dev_scores), train, dev, baseline_scores(dev), BOOTSTRAP_REPLICATES, params.seed
     )
     report["notes"] += [report["vs_entropy"]["text"], *cut_notes]
     report["train"] = {  # n_fit: the rows fitted (paper: after downsampling; weighted: n - n_holdout)

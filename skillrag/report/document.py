@@ -25,6 +25,7 @@ from skillrag.report.provenance import model_line, provenance_section
 from skillrag.report.tables import (
     cost_table,
     gate_table,
+    learning_curve_table,
     markdown_table,
     paired_table,
     probe_table,
@@ -209,7 +210,9 @@ def render_report(params: Params, paths: Paths, out: Path, change: str, change_f
         ("Evidence each round found", evidence_gain_table(inputs)),
         ("The loop's own gain and the final answer", loop_section(inputs.traces)),
         ("Prober calibration (dev)", (probe_table(inputs.probe) or "_`reports/probe_detail.json` is missing._")
-         + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability", base)),
+         + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability", base)
+         + "\n\n### Learning curve\n\n" + (learning_curve_table(inputs.probe) or "_No learning curve in `reports/probe_detail.json`._")
+         + "\n\n" + _figure(paths, "probe_learning_curve.png", "prober learning curve", base)),
         ("Failure space (paper §4.3, Fig. 2)", _failure_space(inputs, paths, base)),
         ("Case studies (paper Table 2 style)", _cases(inputs, params.report.cases)),
         ("Data quality gates", _data_quality(inputs, paths, base)),

@@ -228,13 +228,63 @@ def probe_table(probe: Mapping[str, Any]) -> str | None:
             f"{recipe.get('name')}, pooling {recipe.get('pooling')}, {recipe.get('network')}, "
             f"{len(recipe.get('layers', []))} layer(s).")
     rows = []
+    retries = probe.get("cuts", {}).get("retries", {})
     for point, cut in decision_points(probe.get("cuts", {})):
         reject, everything, nothing = (("retrieves", "always retrieve", "never retrieve") if point == "before_retrieval"
                                        else ("retries", "always retry", "never retry"))
         if cut and cut.get("n"):
             null = " (the null: no gain beyond noise)" if cut.get("is_null") else ""
+            method = point.partition("(")[2].rstrip(")")
+            calls = 1.0 if point == "before_retrieval" else (retries.get(method, {}).get("llm_calls") or 1.0)
+            accepts = 1.0 - cut["reject_rate"]
             rows.append([point, f"{cut['cut']:.3f}{null}", f"{reject} {cut['reject_rate']:.0%}", fmt(cut["acc"]),
-                         f"{everything} {fmt(cut['acc_reject_all'])}, {nothing} {fmt(cut['acc_accept_all'])}"])
+                         f"{everything} {fmt(cut['acc_reject_all'])}, {nothing} {fmt(cut['acc_accept_all'])}",
+                         f"accepts {accepts:.0%}: {accepts * calls:.2f} calls / question fewer than {everything}"])
     if not rows:
         return head
-    return head + "\n\n" + markdown_table(["decision point", "accept iff P(correct) >", "dev share", "dev ACC", "vs"], rows)
+    return head + "\n\n" + markdown_table(["decision point", "accept iff P(correct) >", "dev share", "dev ACC", "vs", "LLM calls saved"], rows)
+
+
+def learning_curve_table(probe: Mapping[str, Any]) -> str | None:
+    """The prober's learning curve (reports/probe_detail.json, skillrag.probe.curve): per nested
+    pool of train questions, the answers and right ones it trained on, the pooling its own CV
+    chose, and the dev AUROC with its interval overall and per decision point, each with the
+    paired difference prober - entropy; then the logit baselines on the same dev answers."""
+    curve = probe.get("learning_curve")
+    if not isinstance(curve, Mapping) or not curve.get("points"):
+        return None
+    populations = list(curve["baselines"])
+
+    def auroc(block: Mapping[str, Any]) -> str:
+        ci = block.get("auroc_ci")
+        if block.get("auroc") is None:
+            return "undefined"
+        return f"{block['auroc']:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
+
+    def difference(block: Mapping[str, Any]) -> str:
+        ci = block.get("auroc_ci")
+        if block.get("auroc") is None:
+            return "undefined"
+        return f"{block['auroc']:+.3f}" + ("" if ci is None else f" [{ci[0]:+.3f}, {ci[1]:+.3f}]")
+
+    rows = []
+    for point in curve["points"]:
+        trained = [str(point["questions"]), f"{point['answers']} ({point['positives']})"]
+        if "dev" not in point:
+            rows.append([*trained, f"_{point.get('note', 'not measured')}_", *["" for _ in populations for _ in (0, 1)]])
+            continue
+        chosen = f"{point['recipe']['pooling']}, {point['recipe']['network']}, {len(point['recipe']['layers'])} layer(s)"
+        rows.append([*trained, chosen, *(cell for name in populations for cell in (
+            auroc(point["dev"][name]["prober"]), difference(point["dev"][name]["prober_minus_entropy"])))])
+    headers = ["train questions", "train answers (right)", "recipe chosen by CV"]
+    for name in populations:
+        base = curve["baselines"][name]
+        headers += [f"dev AUROC, {name.replace('_', ' ')} (n {base['n']}, {base['n_pos']} right)", "prober - entropy (paired)"]
+    baselines = [name for name in curve["baselines"][populations[0]] if name not in ("n", "n_pos")]
+    baseline_rows = [[name.replace("_", " "), *(auroc(curve["baselines"][p][name]) for p in populations)] for name in baselines]
+    return (
+        markdown_table(headers, rows)
+        + "\n\nThe logit baselines on the same dev answers (they do not train):\n\n"
+        + markdown_table(["baseline", *(p.replace("_", " ") for p in populations)], baseline_rows)
+        + f"\n\nPools and intervals: {curve['rule']}."
+    )

@@ -13,13 +13,16 @@ def train_probe(params: Params, paths: Paths) -> dict[str, Any]:
     extract's dev answers and train_router's retry rates, data/router_traces/retries.json),
     trained and evaluated in memory, then the probe gate on that report
     (reports/validation/probe.json, written pass or fail), and only once it passes the prober
-    (data/probe/), reports/probe_metrics.json, probe_detail.json and the reliability plot. The
-    gate runs inside the stage so that a prober that fails it is never published; returns the
-    dev report."""
+    (data/probe/), reports/probe_metrics.json, probe_detail.json, the reliability plot and the
+    learning curve's. The gate runs inside the stage so that a prober that fails it is never
+    published; returns the dev report."""
     from skillrag.probe.fit import fit_probe
     from skillrag.quality.probe import gate_probe
 
     fitted = fit_probe(paths.states, paths.retry_rates, params.probe)
     gate_probe(fitted.report, params.probe, paths.validation("probe"))
-    fitted.publish(paths.probe, paths.probe_metrics, paths.probe_detail, paths.figures / "probe_reliability.png")
+    fitted.publish(
+        paths.probe, paths.probe_metrics, paths.probe_detail,
+        paths.figures / "probe_reliability.png", paths.figures / "probe_learning_curve.png",
+    )
     return fitted.report

@@ -19,15 +19,17 @@ if TYPE_CHECKING:
 
 
 def train_router(params: Params, paths: Paths) -> dict[str, Any]:
-    """On the first `train_router.train_questions` train questions, one of each dataset in turn:
+    """On train questions, one of each dataset in turn (each pool sized on its own knob, the
+    smaller a prefix of the larger):
 
-    1. skill exploration (skillrag.methods.exploration: from every wrong single-step answer,
+    1. on the first `train_router.train_questions`, skill exploration (skillrag.methods.exploration: from every wrong single-step answer,
        each query skill; traces in data/router_traces/train.jsonl, resumable);
     2. the learned router, a logistic regression from the failure state (mean hidden state over
        the resolved `lm.layers`) to the first skill that answered right, else exit (below
        `train_router.min_examples_per_skill` for any label a note instead of weights), and the
        prompt router's label offsets fitted on the same states (data/router/);
-    3. each gated method's own first retry after its single-step answer, with the router as
+    3. on the first `train_router.retry_questions`, each gated method's own first retry after
+       its single-step answer, with the router as
        configured (`methods.router`; traces in data/router_traces/<method>.jsonl), summarised in
        data/router_traces/retries.json, which train_probe's after-evidence cuts read.
 
@@ -58,6 +60,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
 
     by_dataset = load_split(paths.questions, "train", params.prepare.max_question_chars)
     train = round_robin(by_dataset, params.train_router.train_questions)
+    retried = round_robin(by_dataset, params.train_router.retry_questions)
     lm = ReusingLM(runtime.open_lm(params), params.lm.reuse_cache)
     layers = resolve_layers(params.lm.layers, lm.num_layers)
     components = Components.from_params(params, lm, runtime.open_retriever(params, paths), state_layers=layers)
@@ -89,9 +92,9 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
             retries[method] = {"unavailable": gated}
             continue
         retry_settings = _retry_settings(params, paths, method, files, layers)
-        retry_traces[method] = run_method(gated, train, paths.retry_traces(method), retry_settings, **run)
+        retry_traces[method] = run_method(gated, retried, paths.retry_traces(method), retry_settings, **run)
         retries[method] = retry_rates(retry_traces[method], accuracy)
-    write_json(paths.retry_rates, {"questions": len(train), **retries})
+    write_json(paths.retry_rates, {"questions": len(retried), **retries})
     if "skill_rag" in retry_traces:
         report["router_as_run"] = _as_run(retry_traces["skill_rag"], states, params.methods.router)
     report["retries"] = retries

@@ -1,3 +1,4 @@
+import json
 import random
 from dataclasses import replace
 
@@ -7,7 +8,7 @@ from skillrag.config import PrepareParams
 from skillrag.data.sampling import make_splits, split_sizes
 from skillrag.data.sources import load_local
 from skillrag.text import normalize
-from tests.conftest import make_bundle
+from tests.conftest import REPO, make_bundle, write_rows
 
 ALL = ["hotpotqa", "nq", "triviaqa", "musique", "2wiki"]
 
@@ -60,3 +61,61 @@ def test_real_bundle_default_profile(shared_data):
     assert sum(len(q) for q in splits["train"].values()) == params.train_size
     evidence = [q.meta.get("gold_context_in_corpus") for q in splits["eval"]["hotpotqa"]]
     assert all(evidence)
+
+
+def _pools_bundle(root, n_train: int, n_dev: int):
+    """Each dataset: `n_train` questions from its original train split, `n_dev` from dev."""
+    for dataset in ALL:
+        rows = [
+            {"id": f"{dataset}-{split}-{i}", "question": f"{split} question {i} of {dataset}?", "answers": ["a"], "orig_split": split}
+            for split, n in (("train", n_train), ("dev", n_dev))
+            for i in range(n)
+        ]
+        write_rows(root / dataset / "questions.jsonl", rows)
+    return _questions(root)
+
+
+def _ids(splits):
+    return {(split, d): {q.id for q in qs} for split, by in splits.items() for d, qs in by.items()}
+
+
+def test_every_split_keeps_its_questions_when_any_split_grows(tmp_path):
+    """Nested: a run at larger sizes holds every question of a run at smaller ones (while the
+    original-train questions last), so the two can be compared question by question. The first
+    draw is small here so that growth does the work."""
+    bundle = _pools_bundle(tmp_path, n_train=60, n_dev=60)
+    first = {"train_size": 6, "dev_size": 3, "eval_size": 2}
+    sizes = [(t, d, e) for t in (6, 30, 75) for d in (3, 15, 30) for e in (2, 10, 20)]
+    runs = {s: _ids(make_splits(bundle, PrepareParams(train_size=s[0], dev_size=s[1], eval_size=s[2], first_draw=first))) for s in sizes}
+    for small, smaller_ids in runs.items():
+        for large, larger_ids in runs.items():
+            for (split, dataset), ids in smaller_ids.items():
+                axis = ("train", "dev", "eval").index(split)
+                if small[axis] <= large[axis]:
+                    assert ids <= larger_ids[split, dataset], (split, dataset, small, large)
+
+
+def test_the_first_draw_is_kept_when_the_dev_pool_grows(tmp_path):
+    """The original rule drew dev before train from shuffles of its own, so a larger dev pool took
+    questions the smaller run had trained on; the first draw (the default sizes) keeps them."""
+    bundle = _pools_bundle(tmp_path, n_train=400, n_dev=200)
+    before = _ids(make_splits(bundle, PrepareParams()))
+    after = _ids(make_splits(bundle, PrepareParams(train_size=600, dev_size=300, eval_size=60)))
+    assert all(ids <= after[key] for key, ids in before.items())
+
+
+def test_the_committed_questions_are_inside_the_next_runs_pools(shared_data):
+    """data/questions (100 train, 100 dev, 30 eval per dataset) is what the default sizes draw,
+    and every one of its questions is in the sample at 1,000 / 300 / 100 (issues 46 and 49)."""
+    committed = {
+        (split, path.stem): {row["id"] for row in map(json.loads, path.read_text().splitlines())}
+        for split in ("train", "dev", "eval")
+        for path in (REPO / "data" / "questions" / split).glob("*.jsonl")
+    }
+    bundle = {d: load_local(shared_data, d) for d in ALL}
+    assert _ids(make_splits(bundle, PrepareParams(local_dir=shared_data))) == committed
+    larger = _ids(make_splits(bundle, PrepareParams(local_dir=shared_data, train_size=1000, dev_size=300, eval_size=100)))
+    assert {key: len(ids) for key, ids in larger.items() if key[0] == "train"} == {
+        ("train", "hotpotqa"): 334, ("train", "nq"): 333, ("train", "triviaqa"): 333,
+    }
+    assert {key: len(ids - larger[key]) for key, ids in committed.items()} == {key: 0 for key in committed}

@@ -125,13 +125,28 @@ def test_each_cut_reports_what_it_does_to_dev_answers_and_never_loses_to_its_nul
     assert report["cuts"]["retries"] == {"probing_rag": HELPS, "skill_rag": HURTS}
 
 
-def test_the_learning_curve_trains_the_same_recipe_on_shares_of_the_train_questions(published):
-    _, report = published
+def test_the_learning_curve_chooses_the_recipe_again_on_nested_pools_beside_the_logit_baselines(published):
+    root, report = published
     curve = report["learning_curve"]
-    assert [point["share"] for point in curve] == [0.25, 0.5, 1.0]
-    assert [point["questions"] for point in curve] == [38, 75, 150]
-    assert curve[-1]["auroc"] == report["ensemble"]["auroc"]
-    assert all(point["auroc"] is not None and point["auroc"] > 0.7 for point in curve)
+    points = curve["points"]
+    assert [p["share"] for p in points] == [0.125, 0.25, 0.5, 1.0]
+    assert [(p["questions"], p["answers"]) for p in points] == [(19, 38), (38, 76), (75, 150), (150, 300)]
+    assert points[-1]["positives"] == report["train"]["n_pos"]
+    full = points[-1]["dev"]["all"]
+    assert full["prober"] == {"auroc": report["ensemble"]["auroc"], "auroc_ci": report["ensemble"]["auroc_ci"]}
+    assert full["prober_minus_entropy"]["auroc_ci"] == report["vs_entropy"]["difference_ci"]
+    assert points[-1]["recipe"] == report["recipe"]
+    for point in points[1:]:  # the signal lies in answer_last only: every pool's own CV finds it
+        assert point["recipe"]["pooling"] == "answer_last" and point["cv_auroc"] > 0.7
+        assert point["dev"]["all"]["prober"]["auroc"] > 0.7
+        closed, evidence = point["dev"]["closed_book"], point["dev"]["over_evidence"]
+        assert closed["n"] == evidence["n"] == N_QUESTIONS - N_TRAIN and closed["n_pos"] + evidence["n_pos"] == report["n_pos"]
+        assert point["dev"]["all"]["prober_minus_entropy"]["auroc_ci"][0] > 0  # entropy is noise: the interval excludes 0
+    baselines = curve["baselines"]
+    assert set(baselines) == {"all", "closed_book", "over_evidence"}
+    assert baselines["all"]["entropy"]["auroc"] == report["entropy_baseline"]["auroc"]
+    assert baselines["all"]["min_token_prob"]["auroc"] == 0.5  # every stored token has the same log-probability
+    assert (Paths(root).figures / "probe_learning_curve.png").stat().st_size > 0
 
 
 def test_the_report_and_the_prober_do_not_depend_on_probe_threshold(tmp_path):

@@ -30,3 +30,46 @@ def test_the_skill_table_counts_the_routers_decisions_only():
     inputs = Inputs({m: {"nq": {}} for m in traces}, traces, {}, {}, {}, {}, {}, {}, {})
     rows = skill_table(inputs).splitlines()[2:]
     assert rows == ["| skill_rag | evidence_focusing | 1 | 50% | 1 (100%) |", "| skill_rag | exit | 1 | 50% | – |"]
+
+
+def test_the_probe_table_says_what_each_decision_points_acceptances_save_in_calls():
+    from skillrag.report.tables import probe_table
+
+    before = {"cut": 0.6, "acc": 0.3, "reject_rate": 0.75, "acc_reject_all": 0.28, "acc_accept_all": 0.2, "n": 100, "is_null": False}
+    after = {"cut": 0.9, "acc": 0.4, "reject_rate": 0.5, "acc_reject_all": 0.3, "acc_accept_all": 0.4, "n": 100, "is_null": False}
+    probe = {"ensemble": {"auroc": 0.7}, "cuts": {"before_retrieval": before, "after_evidence": {"skill_rag": after},
+                                                  "retries": {"skill_rag": {"llm_calls": 1.8}}}}
+    table = probe_table(probe)
+    assert "accepts 25%: 0.25 calls / question fewer than always retrieve" in table
+    assert "accepts 50%: 0.90 calls / question fewer than always retry" in table
+
+
+def test_the_learning_curve_table_shows_each_pool_with_its_answers_recipe_and_paired_difference():
+    import numpy as np
+    import pandas as pd
+
+    from skillrag.probe.curve import learning_curve
+    from skillrag.report.tables import learning_curve_table
+
+    ids = [f"{d}-{i}" for d in ("hotpotqa", "nq", "triviaqa") for i in range(40)]
+    train = pd.DataFrame({"id": ids * 2, "dataset": [i.split("-")[0] for i in ids] * 2, "acc": [i % 3 == 0 for i in range(240)],
+                          "strategy": ["no_retrieval"] * 120 + ["single_step"] * 120})
+    labels = np.random.default_rng(0).uniform(size=80) < 0.3
+    dev = pd.DataFrame({"id": [f"d{i}" for i in range(40)] * 2, "acc": labels.astype(int),
+                        "strategy": ["no_retrieval"] * 40 + ["single_step"] * 40})
+    recipe = {"name": "cv", "pooling": "answer_last", "network": "logistic C=0.1", "layers": [3, 4]}
+
+    def select(rows):
+        if rows["id"].nunique() < 30:
+            raise ValueError("grouped cross-validation needs at least 2 train questions with a correct answer")
+        return recipe, 0.7, labels.astype(float)
+
+    noise = np.linspace(0, 1, 80)
+    baselines = {"entropy": noise, "min_token_prob": noise, "answer_logprob": noise}
+    table = learning_curve_table({"learning_curve": learning_curve(select, (recipe, 0.7, labels.astype(float)), train, dev, baselines, 100, 0)})
+    first = next(line for line in table.splitlines() if line.startswith("| 15 | 30 ("))
+    assert "| _grouped cross-validation needs" in first  # the pool too small to train says why
+    assert "| 120 | 240 (80) | answer_last, logistic C=0.1, 2 layer(s) | 1.000 [1.000, 1.000] | +" in table
+    assert f"dev AUROC, closed book (n 40, {int(labels[:40].sum())} right)" in table
+    assert "| min token prob |" in table and "Pools and intervals: nested, balanced pools" in table
+    assert learning_curve_table({}) is None
