@@ -30,3 +30,20 @@ def test_the_skill_table_counts_the_routers_decisions_only():
     inputs = Inputs({m: {"nq": {}} for m in traces}, traces, {}, {}, {}, {}, {}, {}, {})
     rows = skill_table(inputs).splitlines()[2:]
     assert rows == ["| skill_rag | evidence_focusing | 1 | 50% | 1 (100%) |", "| skill_rag | exit | 1 | 50% | – |"]
+
+
+def test_a_method_that_got_nothing_right_shows_a_wilson_interval_not_a_collapsed_one(tmp_path):
+    """metrics_detail.json's percentile bootstrap gives "0.0 (0.0–0.0)" at 0 right of 30; the
+    table computes the Wilson interval from the traces: 0.0 (0.0–11.4)."""
+    from skillrag.paths import Paths
+    from skillrag.report.inputs import load_inputs
+    from skillrag.report.tables import score_table
+    from tests.report.conftest import simple_trace, write_runs
+
+    paths = Paths(tmp_path)
+    write_runs(paths, [simple_trace(i, "musique", "no_retrieval", right=False) for i in range(30)]
+               + [simple_trace(i, "nq", "no_retrieval", right=True) for i in range(30)])
+    rows = score_table(load_inputs(paths), "acc", ["nq", "musique"], ["nq"]).splitlines()
+    assert rows[0] == "| method | nq | musique | in-domain | OOD | overall |"
+    assert rows[2] == ("| no_retrieval | 100.0 (88.6–100.0) | 0.0 (0.0–11.4) | 100.0 (88.6–100.0) | 0.0 (0.0–11.4) "
+                       "| 50.0 (37.7–62.3) |")
