@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skillrag.errors import ConfigError
 from skillrag.registry import METHOD_NAMES
@@ -203,9 +203,40 @@ class AnalyzeParams(_Section):
     seed: int = 0  # t-SNE and fold shuffling
 
 
+Scope = Literal["in-domain", "OOD", "overall", "hotpotqa", "nq", "triviaqa", "musique", "2wiki"]
+
+
+class Comparison(_Section):
+    """One paired comparison the report tests: `first` minus `second` on `scope`'s questions."""
+
+    first: Literal[METHOD_NAMES]  # type: ignore[valid-type]
+    second: Literal[METHOD_NAMES]  # type: ignore[valid-type]
+    scope: Scope = "overall"
+
+    @model_validator(mode="after")
+    def _two_methods(self) -> Comparison:
+        if self.first == self.second:
+            raise ValueError(f"a comparison needs two methods, got {self.first} twice")
+        return self
+
+
 class ReportParams(_Section):
     cases: int = Field(3, ge=0)  # case studies rendered from real skill_rag traces
     against: str = "HEAD"  # git ref whose committed metrics "Change against the base" compares with
+    # the comparisons named before the run: Holm-corrected as their own family; every other test is exploratory
+    primary: list[Comparison] = Field(
+        default_factory=lambda: [Comparison(first="skill_rag", second="probing_rag"),
+                                 Comparison(first="skill_rag", second="single_step")],
+        min_length=1,
+    )
+
+    @field_validator("primary")
+    @classmethod
+    def _distinct(cls, value: list[Comparison]) -> list[Comparison]:
+        keys = [(c.first, c.second, c.scope) for c in value]
+        if len(set(keys)) < len(keys):
+            raise ValueError("report.primary names a comparison twice")
+        return value
 
 
 class ReevaluateParams(_Section):

@@ -294,15 +294,19 @@ STAGES: dict[str, StageEntry] = {
         ),
     )
 }
-# The report reads every stage's timing and every gate's result, the summaries, traces and settings.
+# The report reads every stage's timing and every gate's result, the summaries, traces and settings,
+# and the side experiments it lists (skillrag.report.experiments).
 STAGES["report"] = StageEntry(
     "report", "report", "skillrag.stages.reporting",
     inputs=(
         *(stage.timing for stage in STAGES.values()), *(f"reports/validation/{gate}.json" for gate in GATES),
         "data/probe", "data/runs", "reports/metrics.json", "reports/metrics_detail.json", "reports/probe_detail.json",
         "reports/probe_metrics.json", "reports/router_metrics.json", "reports/analysis.json",
+        "reports/thresholds.json", "reports/adaptive_metrics.json", "experiments", "data/custom", "reports/custom",
     ),
     params=("prepare.train_datasets", "report"),
     outs=(Out("data/data_docs", cache=True), Out("reports/report.md")),
-    note="reports/report.md (in git) and the gates' Data Docs (cache only)",
+    plots=("reports/figures/accuracy_cost.png", "reports/figures/accuracy_overall.png",
+           "reports/figures/prober_reliability_eval.png"),
+    note="reports/report.md and its figures (in git) and the gates' Data Docs (cache only)",
 )

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skillrag.config import ConfigError, experiment_overrides, load_params, parse_override
+from skillrag.config import ConfigError, ReportParams, experiment_overrides, load_params, parse_override
 from skillrag.paths import Paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,3 +110,17 @@ def test_every_config_default_is_params_yaml_value():
         if defaults[section][key] != value
     }
     assert not differing, f"config defaults differ from params.yaml (params.yaml value, default): {differing}"
+
+
+def test_the_primary_comparisons_are_named_in_params_yaml_and_validated():
+    from skillrag.config import Comparison
+
+    primary = load_params(REPO / "params.yaml").report.primary
+    assert [(c.first, c.second, c.scope) for c in primary] == [
+        ("skill_rag", "probing_rag", "overall"), ("skill_rag", "single_step", "overall")]
+    with pytest.raises(ValueError, match="two methods"):
+        Comparison(first="skill_rag", second="skill_rag")
+    with pytest.raises(ValueError):
+        Comparison(first="skill_rag", second="no_such_rag")
+    with pytest.raises(ValueError, match="names a comparison twice"):
+        ReportParams(primary=[{"first": "skill_rag", "second": "ircot"}] * 2)

@@ -148,6 +148,11 @@ def project(tmp_path):
         for path in map(root.joinpath, _outs(stage)):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("{}\n") if path.suffix else (path.mkdir(exist_ok=True), (path / "stand-in").write_text("x\n"))
+    for stage in pipeline["stages"].values():  # inputs no stage writes (the report's side experiments)
+        for path in map(root.joinpath, stage.get("deps", [])):
+            if not path.exists():
+                path.mkdir(parents=True)
+                (path / "stand-in").write_text("x\n")
     (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 

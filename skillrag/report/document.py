@@ -1,8 +1,10 @@
 """reports/report.md: one markdown document a reviewer can read on its own (in a pull request,
-without running anything): the change against a base ref, answer quality in the paper's Table 1
-layout, paired comparisons on the same questions, costs, the gate and the skills, the prober's
-calibration, the failure space, case studies, data quality, what each metric reads, and the
-provenance."""
+without running anything). Its first screen answers the question (skillrag.report.headline: the
+primary comparisons, their cost, and why); then the detail: answer quality in the paper's Table 1
+layout, the studied method paired against every method, the side experiments, costs, the gate
+and the skills, the prober's calibration, the failure space, case studies, data quality, what
+each metric reads, the provenance and the change against a base ref. Its figures are drawn by the
+same stage (skillrag.report.figures)."""
 
 from __future__ import annotations
 
@@ -17,17 +19,20 @@ from skillrag.report.cases import choose_cases, render_case
 from skillrag.report.data_docs import data_docs_index
 from skillrag.report.evidence import evidence_section
 from skillrag.report.evidence_gain import evidence_gain_table
+from skillrag.report.experiments import experiments_section
+from skillrag.report.figures import ACCURACY_COST, ACCURACY_OVERALL, RELIABILITY
+from skillrag.report.headline import headline_section
 from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.loop import loop_section
 from skillrag.report.outcomes import outcome_frame
-from skillrag.report.paired import ALPHA, INDISTINGUISHABLE, LEVEL, RESAMPLES, SEED, comparisons
+from skillrag.report.paired import ALPHA, BASELINE, INDISTINGUISHABLE, LEVEL, PairedResult, Planned, planned_tests, run_tests
 from skillrag.report.provenance import model_line, provenance_section
 from skillrag.report.tables import (
     cost_table,
+    family_table,
     gate_table,
     learning_curve_table,
     markdown_table,
-    paired_table,
     probe_table,
     score_table,
     skill_table,
@@ -42,8 +47,9 @@ Every score reads the final answer a method extracted, never its reasoning (skil
 - **EM**: the SQuAD-normalised strict answer (the text after `Answer:`) equals a normalised gold answer.
 - **ACC**: a gold answer's tokens occur as a contiguous run of the answer's tokens (whole words: "no" does
   not match "Norway"). An empty answer and the abstain answer never score.
-- **Intervals**: 95% percentile bootstrap over the questions (1000 resamples, seed 0); the averages over
-  datasets are means of the dataset means, resampled within each dataset.
+- **Intervals**: a share right (ACC, EM) has the 95% Wilson score interval; in-domain, OOD and overall pool
+  their datasets' questions. A paired difference has the 95% Agresti-Min interval (1/2 added to each cell of
+  the 2x2 table): neither is ever zero-width, not even at 0 right or at no discordant question.
 - **In-domain** datasets are those the prober was trained on (`prepare.train_datasets`); the others are
   out-of-distribution (OOD).
 - **LLM calls**: every generate, likelihood or route-and-write call counts once, however many prompts it
@@ -86,21 +92,36 @@ def _header(inputs: Inputs, datasets: Sequence[str]) -> str:
     )
 
 
-def _paired(inputs: Inputs, datasets: Sequence[str], in_domain: Sequence[str]) -> str:
-    pairs = comparisons(inputs.methods)
+def _tests(params: Params, inputs: Inputs, datasets: Sequence[str]) -> tuple[list[PairedResult], list[PairedResult]]:
+    """(primary, exploratory) paired ACC tests: params.yaml's `report.primary`, and the rest of
+    skillrag.report.paired.planned_tests."""
+    primary = [Planned(c.first, c.second, c.scope) for c in params.report.primary]
+    first, rest = planned_tests(inputs.methods, primary, CASE_METHOD)
     outcomes = outcome_frame(t for m in inputs.methods for t in inputs.all_traces(m))
-    made = paired_table(outcomes, pairs, datasets, in_domain) if pairs else None
-    if made is None:
-        return "_No pair of the compared methods (each against single_step, skill_rag against probing_rag) was evaluated._"
-    table, tests = made
+    in_domain = params.prepare.train_datasets
+    return run_tests(outcomes, first, datasets, in_domain), run_tests(outcomes, rest, datasets, in_domain)
+
+
+def _paired(primary: Sequence[PairedResult], exploratory: Sequence[PairedResult]) -> str:
+    if not primary and not exploratory:
+        return "_No pair of the compared methods was evaluated._"
+    def studied(result: PairedResult) -> bool:
+        return result.planned.first == CASE_METHOD
+
+    others = [r for r in exploratory if not studied(r)]
     return (
-        "Strict ACC of two methods on the same questions (first minus second, in points): "
-        f"the {LEVEL:.0%} interval resamples questions ({RESAMPLES} paired bootstrap resamples, seed {SEED}), keeping each "
-        "question's two outcomes together; **won** / **lost** count the questions only the first / only the second "
-        f"got right; **McNemar p** is the exact two-sided test on those questions. The table holds {tests} tests: at "
-        f"p < {ALPHA} about {ALPHA * tests:.1f} would come out significant by chance alone if no method differed, so "
-        f"the **reading** calls one method higher only where the Holm-adjusted p (family-wise over the whole table) "
-        f"is below {ALPHA}; elsewhere the two are {INDISTINGUISHABLE}.\n\n" + table
+        "Strict ACC of two methods on the same questions (first minus second, in points), with the 95% Agresti-Min "
+        "interval of the paired difference; **won** / **lost** count the questions only the first / only the second "
+        "got right; **McNemar p** is the exact two-sided test on those questions. Two families, each Holm-corrected on "
+        "its own: the **primary** comparisons, named in params.yaml (`report.primary`) before the run, and every other "
+        f"test, **exploratory** ({len(exploratory)} tests, both tables below: at p < {ALPHA} about "
+        f"{ALPHA * len(exploratory):.1f} would come out significant by chance alone if no method differed). The "
+        f"**reading** calls one method higher only where the family-wise p is below {ALPHA}; elsewhere the two are "
+        f"{INDISTINGUISHABLE}.\n\n"
+        f"**{CASE_METHOD} against every method**, per scope:\n\n"
+        + family_table([("primary", primary), ("exploratory", exploratory)], keep=lambda r: r in primary or studied(r))
+        + (f"\n\n**Every other method against {BASELINE}** (exploratory, the same family):\n\n"
+           + family_table([("exploratory", exploratory)], keep=lambda r: not studied(r)) if others else "")
     )
 
 
@@ -190,27 +211,39 @@ def _data_quality(inputs: Inputs, paths: Paths, base: Path) -> str:
 
 def render_report(params: Params, paths: Paths, out: Path, change: str, change_first: bool = False) -> str:
     """The report as markdown, its links relative to `out`'s folder; `change` is the body of "Change
-    against the base" (skillrag.report.diff), first when `change_first`, as in a PR comment."""
+    against the base" (skillrag.report.diff), first when `change_first`, as in a PR comment. It links
+    the report's figures (skillrag.report.figures.draw_report_figures draws them)."""
     inputs = load_inputs(paths)
     base = out.parent
     datasets = inputs.datasets(list(DATASETS))
     in_domain = params.prepare.train_datasets
+    primary, exploratory = _tests(params, inputs, datasets)
     quality = "\n\n".join(
-        f"**{name}** (%, 95% interval):\n\n" + score_table(inputs, metric, datasets, in_domain)
+        f"**{name}** (%, 95% Wilson interval):\n\n" + score_table(inputs, metric, datasets, in_domain)
         for name, metric in (("ACC", "acc"), ("EM", "em"))
+    )
+    headline = (
+        headline_section(inputs, datasets, primary, CASE_METHOD)
+        + "\n\n" + _figure(paths, ACCURACY_COST, "accuracy against cost per method", base)
+        + "\n\n" + _figure(paths, ACCURACY_OVERALL, "overall ACC per method", base)
     )
     sections = [
         ("Change against the base", change),
+        (f"Does {CASE_METHOD} beat its baselines here, and why", headline),
         ("Answer quality", quality),
+        ("Paired comparisons (same questions)", _paired(primary, exploratory)),
+        ("Side experiments", experiments_section(paths.root, base)),
         ("Evaluation questions and the corpus", evidence_section(params, paths.questions, datasets)),
-        ("Paired comparisons (same questions)", _paired(inputs, datasets, in_domain)),
         ("Cost", cost_table(inputs)),
         ("Wall time per stage", timing_table(inputs.timings) or "_No stage recorded its time (`reports/timings/`)._"),
         ("The prober's gate and the skills", _gate_and_skills(inputs)),
         ("Evidence each round found", evidence_gain_table(inputs)),
         ("The loop's own gain and the final answer", loop_section(inputs.traces)),
         ("Prober calibration (dev)", (probe_table(inputs.probe) or "_`reports/probe_detail.json` is missing._")
-         + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability", base)
+         + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability on dev (train_probe)", base)
+         + f"\n\nThe same prober on {CASE_METHOD}'s evaluation answers: the share right per score bin (95% Wilson "
+         "interval, answers per bin below) and each decision point's dev-chosen cut (an answer is accepted iff its "
+         "score is above the cut):\n\n" + _figure(paths, RELIABILITY, "prober reliability on the evaluation", base)
          + "\n\n### Learning curve\n\n" + (learning_curve_table(inputs.probe) or "_No learning curve in `reports/probe_detail.json`._")
          + "\n\n" + _figure(paths, "probe_learning_curve.png", "prober learning curve", base)),
         ("Failure space (paper §4.3, Fig. 2)", _failure_space(inputs, paths, base)),

@@ -1,5 +1,6 @@
 """What the report reads, loaded once: the evaluation's summaries, traces and run settings, the
-prober's and router's reports, the failure-space analysis and the gates' results.
+prober's, router's, triggers' and Adaptive-RAG classifier's reports, the failure-space analysis
+and the gates' results.
 
 Traces are read as plain JSON rows (the `skillrag.methods.trace` schema), so the report needs
 neither torch nor the methods. Methods and datasets are whatever `reports/metrics_detail.json`
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ class Inputs:
     analysis: dict[str, Any]  # reports/analysis.json ({} when absent)
     gates: dict[str, dict[str, Any]]  # gate name -> its validation result
     timings: dict[str, dict[str, Any]]  # DVC stage name -> reports/timings/<stage>.json (skillrag.stages.timing)
+    thresholds: dict[str, Any] = field(default_factory=dict)  # reports/thresholds.json: the triggers' dev rates
+    adaptive: dict[str, Any] = field(default_factory=dict)  # reports/adaptive_metrics.json: the classifier on dev
 
     @property
     def methods(self) -> list[str]:
@@ -83,4 +86,5 @@ def load_inputs(paths: Paths) -> Inputs:
     return Inputs(
         detail, traces, settings, _json(paths.probe_detail), _json(paths.probe / "probe.json"),
         _json(paths.router_metrics), _json(paths.analysis), gates, timings,
+        _json(paths.thresholds_report), _json(paths.adaptive_metrics),
     )

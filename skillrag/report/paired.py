@@ -1,12 +1,17 @@
 """Paired comparisons on the same questions (Koehn 2004; Dror et al. 2018): two methods, or two
 commits of one method, scored 0/1 per question.
 
-- the difference of the means with a 95% paired percentile bootstrap interval: the questions are
-  resampled (RESAMPLES times, seed SEED), each resample keeping a question's two outcomes together
-  (scipy.stats.bootstrap, paired=True);
+- the difference of the means with a 95% Agresti-Min interval (Agresti & Min 2005, "Simple improved
+  confidence intervals for comparing matched proportions"): the Wald interval of the paired
+  difference after adding 1/2 to each cell of the 2x2 table. Unlike a percentile bootstrap it is
+  never zero-width: with no discordant question it still says how far a difference could be at
+  this n (a bootstrap of identical outcomes gives "0.0 to 0.0");
 - won / lost: the questions right (1) under the first and wrong (0) under the second, and the reverse;
 - the exact McNemar p-value: a two-sided binomial test on the won and lost questions alone
   (statsmodels), and its one-sided form (scipy's binomtest) for "did it get worse?".
+
+Single proportions (a method's ACC) get the Wilson score interval (statsmodels), which likewise
+stays wide at 0 or n right answers.
 
 With 30-50 questions one question moves a mean by 2-3 points, so a difference means something
 only where the interval leaves out 0.
@@ -19,13 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, bootstrap
+from scipy.stats import binomtest, norm
+from statsmodels.stats.proportion import proportion_confint
 from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
 
 from skillrag.report.outcomes import KEY
 
-RESAMPLES = 2000
-SEED = 0
 LEVEL = 0.95
 ALPHA = 0.05  # family-wise, after Holm's adjustment
 INDISTINGUISHABLE = "not distinguishable at this n"
@@ -37,7 +42,7 @@ class Paired:
 
     n: int
     difference: float  # mean(first) - mean(second)
-    low: float  # its 95% paired bootstrap interval
+    low: float  # its 95% Agresti-Min interval (never zero-width)
     high: float
     won: int  # first right, second wrong
     lost: int  # first wrong, second right
@@ -57,8 +62,20 @@ def reading(test: Paired, first: str, second: str, adjusted_p: float) -> str:
     return f"{first} higher" if test.difference > 0 else f"{second} higher"
 
 
-def _mean_difference(first: np.ndarray, second: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(first, axis=axis) - np.mean(second, axis=axis)
+def wilson(right: int, n: int) -> tuple[float, float]:
+    """The LEVEL Wilson score interval of `right` of `n` (n > 0)."""
+    low, high = proportion_confint(right, n, alpha=1 - LEVEL, method="wilson")
+    return float(low), float(high)
+
+
+def paired_interval(won: int, lost: int, n: int) -> tuple[float, float]:
+    """The LEVEL Agresti-Min interval of a paired difference of proportions from its discordant
+    counts (`won`: first right only, `lost`: second right only) on `n` questions: 1/2 added to
+    each of the four cells, then the Wald interval, clipped to [-1, 1]."""
+    b, c, total = won + 0.5, lost + 0.5, n + 2.0
+    centre = (b - c) / total
+    half = norm.ppf(0.5 + LEVEL / 2) * np.sqrt((b + c) - (b - c) ** 2 / total) / total
+    return max(-1.0, float(centre - half)), min(1.0, float(centre + half))
 
 
 def paired(first: Sequence[float], second: Sequence[float]) -> Paired:
@@ -70,14 +87,7 @@ def paired(first: Sequence[float], second: Sequence[float]) -> Paired:
         raise ValueError("paired outcomes must be 0/1")
     won, lost = int(np.sum((a == 1) & (b == 0))), int(np.sum((a == 0) & (b == 1)))
     difference = float(a.mean() - b.mean())
-    if won + lost == 0 or len(a) < 2:  # every resample gives the same difference
-        low = high = difference
-    else:
-        interval = bootstrap(
-            (a, b), _mean_difference, paired=True, vectorized=True, n_resamples=RESAMPLES,
-            confidence_level=LEVEL, method="percentile", rng=np.random.default_rng(SEED),
-        ).confidence_interval
-        low, high = float(interval.low), float(interval.high)
+    low, high = paired_interval(won, lost, len(a))
     both, neither = int(np.sum((a == 1) & (b == 1))), int(np.sum((a == 0) & (b == 0)))
     p_value = float(mcnemar([[both, won], [lost, neither]], exact=True).pvalue)
     return Paired(len(a), difference, low, high, won, lost, p_value)
@@ -117,15 +127,70 @@ def scopes(datasets: Sequence[str], in_domain: Sequence[str]) -> list[tuple[str,
 
 
 BASELINE = "single_step"
+POOLS = ("in-domain", "OOD", "overall")
 
 
-def comparisons(methods: Sequence[str]) -> list[tuple[str, str]]:
-    """The pairs the report tests: each method against single_step, and skill_rag against
-    probing_rag (the paper's claim), of the methods evaluated."""
-    pairs = [(m, BASELINE) for m in methods if m != BASELINE] if BASELINE in methods else []
-    if {"skill_rag", "probing_rag"} <= set(methods):
-        pairs.append(("skill_rag", "probing_rag"))
-    return pairs
+@dataclass(frozen=True)
+class Planned:
+    """One paired test the report makes: `first` minus `second` on `scope` (a pool or a dataset)."""
+
+    first: str
+    second: str
+    scope: str
+
+
+def planned_tests(
+    methods: Sequence[str], primary: Sequence[Planned], studied: str, pools: Sequence[str] = POOLS
+) -> tuple[list[Planned], list[Planned]]:
+    """The report's two families of tests over the evaluated `methods`: the primary comparisons
+    (named in params.yaml before the run; those of unevaluated methods left out), and the
+    exploratory rest: `studied` against every other method, then every other method against
+    single_step, on each of `pools`, the primary ones left out. Each family is Holm-corrected on its
+    own."""
+    evaluated = set(methods)
+    first_family = [p for p in primary if {p.first, p.second} <= evaluated]
+    rest: list[Planned] = []
+    if studied in evaluated:
+        rest += [Planned(studied, m, scope) for m in methods if m != studied for scope in pools]
+    if BASELINE in evaluated:
+        rest += [Planned(m, BASELINE, scope) for m in methods if m not in (BASELINE, studied) for scope in pools]
+    return first_family, [p for p in rest if p not in first_family]
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    planned: Planned
+    first_mean: float  # the first method's ACC on the paired questions
+    second_mean: float
+    test: Paired
+
+
+def run_tests(
+    outcomes: pd.DataFrame, tests: Sequence[Planned], datasets: Sequence[str], in_domain: Sequence[str], metric: str = "acc"
+) -> list[PairedResult]:
+    """Each planned test on the questions both methods answered in its scope (a scope with no
+    dataset, or no shared question, is left out)."""
+    ind = [d for d in datasets if d in in_domain]
+    ood = [d for d in datasets if d not in in_domain]
+    pools = {"in-domain": ind, "OOD": ood, "overall": [*ind, *ood]}
+    members = {**{d: [d] for d in datasets}, **{name: m for name, m in pools.items() if m}}
+    results = []
+    for planned in tests:
+        if planned.scope not in members:
+            continue
+        a = outcomes[outcomes["method"] == planned.first]
+        b = outcomes[outcomes["method"] == planned.second]
+        right_a, right_b = aligned(a, b, metric, members[planned.scope])
+        if len(right_a):
+            results.append(PairedResult(planned, float(right_a.mean()), float(right_b.mean()), paired(right_a, right_b)))
+    return results
+
+
+def holm(results: Sequence[PairedResult]) -> list[float]:
+    """Holm's family-wise adjustment of the results' McNemar p-values (one family)."""
+    if not results:
+        return []
+    return [float(p) for p in multipletests([r.test.p_value for r in results], method="holm")[1]]
 
 
 LOWER_IS_BETTER = ("no_answer",)

@@ -2,28 +2,23 @@
 comparisons of methods on the same questions, costs, the prober gate's acceptance per stage, and
 the skills the router chose.
 
-Per-dataset cells take their mean and 95% interval from reports/metrics_detail.json (what
-`evaluate` computed); the averages over datasets are computed here from the traces' stored
-per-question scores: the mean of the dataset means, with a stratified percentile bootstrap
-(each resample redraws every dataset's questions with replacement; same resample count and seed
-as skillrag.eval.scoring).
+Every cell is computed here from the traces' stored per-question 0/1 scores: the share right
+with its 95% Wilson score interval (skillrag.report.paired.wilson), per dataset and pooled over
+the in-domain, out-of-distribution and all questions (with the same number of questions per
+dataset, as the pipeline evaluates, the pooled share is the mean of the dataset means). Wilson
+rather than a percentile bootstrap: at 0 or n right the bootstrap collapses to "0.0 (0.0-0.0)".
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.multitest import multipletests
-
 from skillrag.report.inputs import Inputs
-from skillrag.report.paired import aligned, paired, reading, scopes
-
-RESAMPLES = 1000
-SEED = 0
+from skillrag.report.paired import Planned, PairedResult, holm, reading, run_tests, scopes, wilson
 
 
 def routed(round_: Mapping[str, Any]) -> bool:
@@ -42,41 +37,54 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def macro_mean(scores: Mapping[str, Sequence[float]]) -> tuple[float, float, float] | None:
-    """Mean over datasets of each dataset's mean score, and its stratified bootstrap 95% interval."""
-    groups = [np.asarray(v, dtype=float) for v in scores.values() if len(v)]
-    if not groups:
-        return None
-    rng = np.random.default_rng(SEED)
-    resampled = np.mean([g[rng.integers(0, len(g), size=(RESAMPLES, len(g)))].mean(axis=1) for g in groups], axis=0)
-    low, high = np.percentile(resampled, [2.5, 97.5])
-    return float(np.mean([g.mean() for g in groups])), float(low), float(high)
+def scored(inputs: Inputs, method: str, datasets: Sequence[str], metric: str) -> list[float]:
+    """`metric` of each of `method`'s scored traces on `datasets`."""
+    return [t["scores"][metric] for d in datasets for t in inputs.traces.get(method, {}).get(d, []) if t.get("scores")]
 
 
-def _pct(mean: float, low: float, high: float) -> str:
-    return f"{100 * mean:.1f} ({100 * low:.1f}–{100 * high:.1f})"
+def share_cell(scores: Sequence[float]) -> str:
+    """"mean (low–high)" in percent with the Wilson interval; "–" without scores."""
+    if not scores:
+        return "–"
+    right, n = int(round(sum(scores))), len(scores)
+    low, high = wilson(right, n)
+    return f"{100 * right / n:.1f} ({100 * low:.1f}–{100 * high:.1f})"
 
 
 def score_table(inputs: Inputs, metric: str, datasets: Sequence[str], in_domain: Sequence[str]) -> str:
-    """One row per method: `metric` per dataset (in-domain sets first), then the in-domain,
-    out-of-distribution and overall averages, in percent with 95% intervals."""
+    """One row per method: `metric` per dataset (in-domain sets first), then pooled over the
+    in-domain, out-of-distribution and all questions, in percent with 95% Wilson intervals."""
     ind = [d for d in datasets if d in in_domain]
     ood = [d for d in datasets if d not in in_domain]
-    groups = [("in-domain avg", ind), ("OOD avg", ood), ("overall avg", [*ind, *ood])]
+    groups = [("in-domain", ind), ("OOD", ood), ("overall", [*ind, *ood])]
     header = ["method", *ind, *ood, *(name for name, members in groups if members)]
     rows = []
     for method in inputs.methods:
-        by = inputs.detail[method]
-        cells = []
-        for dataset in [*ind, *ood]:
-            summary = by.get(dataset, {})
-            cells.append(_pct(summary[metric], *summary[f"{metric}_ci95"]) if metric in summary else "–")
-        for _, members in groups:
-            if members:
-                scores = {d: [t["scores"][metric] for t in inputs.traces[method].get(d, []) if t.get("scores")] for d in members}
-                mean = macro_mean(scores) if all(scores.values()) else None
-                cells.append(_pct(*mean) if mean else "–")
+        cells = [share_cell(scored(inputs, method, [d], metric)) for d in [*ind, *ood]]
+        cells += [share_cell(scored(inputs, method, members, metric)) for _, members in groups if members]
         rows.append([method, *cells])
+    return markdown_table(header, rows)
+
+
+def family_table(
+    families: Sequence[tuple[str, Sequence[PairedResult]]], keep: Callable[[PairedResult], bool] = lambda _: True
+) -> str:
+    """Paired ACC tests Holm-adjusted within their family, (family name, results) in order; only
+    the rows `keep` accepts are shown (the adjustment still counts every test of the family). The
+    reading names a higher method only where the family-wise p is below ALPHA."""
+    rows = []
+    for family, results in families:
+        for result, adjusted in zip(results, holm(results)):
+            if not keep(result):
+                continue
+            planned, test = result.planned, result.test
+            rows.append([f"{planned.first} vs {planned.second}", planned.scope, f"{family} ({len(results)})", str(test.n),
+                         f"{100 * result.first_mean:.1f}", f"{100 * result.second_mean:.1f}",
+                         f"{100 * test.difference:+.1f} ({100 * test.low:+.1f} to {100 * test.high:+.1f})",
+                         str(test.won), str(test.lost), f"{test.p_value:.3f}", f"{adjusted:.3f}",
+                         reading(test, planned.first, planned.second, adjusted)])
+    header = ["comparison", "scope", "family (tests)", "n", "ACC first", "ACC second",
+              "difference, points (95% interval)", "won", "lost", "McNemar p", "Holm p in family", "reading"]
     return markdown_table(header, rows)
 
 
@@ -84,30 +92,13 @@ def paired_table(
     outcomes: pd.DataFrame, pairs: Sequence[tuple[str, str]], datasets: Sequence[str], in_domain: Sequence[str]
 ) -> tuple[str, int] | None:
     """One row per comparison (first vs second) and scope (each dataset, then the in-domain, OOD
-    and overall pools of their questions): the ACC difference in points with its paired bootstrap
-    interval, questions won and lost, the exact McNemar p and its Holm adjustment over every test
-    of the table, and the reading by the adjusted p; with the number of tests. None when no pair
-    was evaluated."""
-    rows, tests = [], []
-    for first, second in pairs:
-        a, b = outcomes[outcomes["method"] == first], outcomes[outcomes["method"] == second]
-        for scope, members in scopes(datasets, in_domain):
-            right_a, right_b = aligned(a, b, "acc", members)
-            if not len(right_a):
-                continue
-            test = paired(right_a, right_b)
-            tests.append((test, first, second))
-            rows.append([f"{first} vs {second}", scope, str(test.n),
-                         f"{100 * test.difference:+.1f} ({100 * test.low:+.1f} to {100 * test.high:+.1f})",
-                         str(test.won), str(test.lost), f"{test.p_value:.3f}"])
-    if not rows:
+    and overall pools that differ from a dataset), all in one Holm family; with the number of
+    tests. None when no pair was evaluated."""
+    planned = [Planned(first, second, scope) for first, second in pairs for scope, _ in scopes(datasets, in_domain)]
+    results = run_tests(outcomes, planned, datasets, in_domain)
+    if not results:
         return None
-    holm = multipletests([test.p_value for test, _, _ in tests], method="holm")[1]
-    for row, (test, first, second), adjusted in zip(rows, tests, holm):
-        row += [f"{adjusted:.3f}", reading(test, first, second, adjusted)]
-    header = ["comparison", "scope", "n", "ACC difference, points (95% interval)", "won", "lost",
-              "McNemar p", f"Holm p ({len(rows)} tests)", "reading"]
-    return markdown_table(header, rows), len(rows)
+    return family_table([("all", results)]), len(results)
 
 
 def cost_table(inputs: Inputs) -> str:

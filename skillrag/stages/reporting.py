@@ -1,4 +1,5 @@
-"""Stage `report`: reports/report.md and the gates' Data Docs (data/data_docs/); and the body of
+"""Stage `report`: reports/report.md, its figures (reports/figures/, skillrag.report.figures) and
+the gates' Data Docs (data/data_docs/); and the body of
 the pull-request comment (`skillrag report --against REF`), the same report led by the change
 against REF."""
 
@@ -11,15 +12,17 @@ from skillrag.paths import Paths
 
 
 def report(params: Params, paths: Paths) -> Path:
-    """Rebuild the Data Docs, then write reports/report.md ("Change against the base" compares
+    """Rebuild the Data Docs, draw the report's figures, then write reports/report.md ("Change against the base" compares
     with the run before this one: the newest commit at or before `report.against` whose metrics
     differ from the workspace's); returns the report's path."""
     from skillrag.files import replace_text
     from skillrag.report.data_docs import build_data_docs
     from skillrag.report.diff import change_since_previous_run
     from skillrag.report.document import render_report
+    from skillrag.report.figures import draw_report_figures
 
     build_data_docs(paths)
+    draw_report_figures(paths)
     change = change_since_previous_run(paths.root, params.report.against)
     replace_text(paths.report, render_report(params, paths, paths.report, change))
     return paths.report

@@ -73,3 +73,19 @@ def test_the_learning_curve_table_shows_each_pool_with_its_answers_recipe_and_pa
     assert f"dev AUROC, closed book (n 40, {int(labels[:40].sum())} right)" in table
     assert "| min token prob |" in table and "Pools and intervals: nested, balanced pools" in table
     assert learning_curve_table({}) is None
+
+def test_a_method_that_got_nothing_right_shows_a_wilson_interval_not_a_collapsed_one(tmp_path):
+    """metrics_detail.json's percentile bootstrap gives "0.0 (0.0–0.0)" at 0 right of 30; the
+    table computes the Wilson interval from the traces: 0.0 (0.0–11.4)."""
+    from skillrag.paths import Paths
+    from skillrag.report.inputs import load_inputs
+    from skillrag.report.tables import score_table
+    from tests.report.conftest import simple_trace, write_runs
+
+    paths = Paths(tmp_path)
+    write_runs(paths, [simple_trace(i, "musique", "no_retrieval", right=False) for i in range(30)]
+               + [simple_trace(i, "nq", "no_retrieval", right=True) for i in range(30)])
+    rows = score_table(load_inputs(paths), "acc", ["nq", "musique"], ["nq"]).splitlines()
+    assert rows[0] == "| method | nq | musique | in-domain | OOD | overall |"
+    assert rows[2] == ("| no_retrieval | 100.0 (88.6–100.0) | 0.0 (0.0–11.4) | 100.0 (88.6–100.0) | 0.0 (0.0–11.4) "
+                       "| 50.0 (37.7–62.3) |")
