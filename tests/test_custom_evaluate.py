@@ -99,5 +99,5 @@ def test_a_named_run_of_the_evaluation_questions_is_paired_with_the_pipelines_ru
     section = report.split("## Against the pipeline's run\n\n")[1]
     assert "Run settings that differ: `retrieval.k` 3 → 1." in section
     (nq,) = [line.split(" | ") for line in section.splitlines() if line.startswith("| single_step@k1 vs single_step | nq |")]
-    assert nq[2] == str(sum(1 for _ in (questions / "nq.jsonl").open()))  # every question, paired
+    assert nq[3] == str(sum(1 for _ in (questions / "nq.jsonl").open()))  # every question, paired
     assert "Questions whose strict ACC flipped (pipeline → this run)" in section
