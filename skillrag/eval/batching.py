@@ -8,9 +8,10 @@ request and wait for its result. The thread that iterates `map` is the scheduler
 running task waits on a request (or after `WAIT_S`, so a slow task does not hold the others
 back), it serves the pending retrievals first (they are cheap, and the tasks come back with LM
 calls that join the next batch), else every pending LM call, as the request objects of
-skillrag.lm.calls: `generate` calls that can share one call (an equal `GenerateCall`: budget,
-stops, capture, prefix and attention, so the prefix KV cache is shared) run together, at most
-`batch_size` prompts per call, prompts of similar length together (rows are left-padded to the
+skillrag.lm.calls: `generate` calls that can share one call (equal `GenerateCall`s but for their
+token budgets: stops, capture, prefix and attention, so the prefix KV cache is shared; each row
+decodes to its own budget, so DRAGIN's calls, whose budget left shrinks as a CoT grows, batch
+too) run together, at most `batch_size` prompts per call, prompts of similar length together (rows are left-padded to the
 longest); `choose_and_generate` calls with the same prefix (the router's) run together likewise,
 and `loglikelihood` calls together, at most `batch_size` per model call. Only
 the scheduler touches the LM and the retriever, so native code (torch, the JVM) and signals
@@ -38,7 +39,15 @@ from typing import Any, Self, TypeVar
 
 from skillrag import interrupts
 from skillrag.lm.base import LM, Choice, Generation
-from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall, choices_of, scores_of
+from skillrag.lm.calls import (
+    ChooseCall,
+    GenerateCall,
+    RequestLM,
+    ScoreCall,
+    choices_of,
+    generations_of,
+    scores_of,
+)
 from skillrag.retrieval.base import Hit, Retriever
 
 T = TypeVar("T")
@@ -62,10 +71,11 @@ class _Request:
 
     @property
     def group(self) -> tuple:
-        """Requests with equal groups share one LM call: generates with equal `GenerateCall`s,
-        choices with the same prefix, every loglikelihood; a retrieval stands alone."""
+        """Requests with equal groups share one LM call: generates whose `GenerateCall`s differ
+        at most in their budgets, choices with the same prefix, every loglikelihood; a retrieval
+        stands alone."""
         if self.kind == "generate":
-            return ("generate", self.args[0])
+            return ("generate", self.args[0].batch_group())
         if self.kind == "choose":
             return ("choose", self.args[0].prefix)
         return ("score",) if self.kind == "score" else (self.kind, id(self))
@@ -254,12 +264,7 @@ class Batcher:
     def _execute(self, chunk: list[_Request]) -> list[Any]:
         first = chunk[0]
         if first.kind == "generate":
-            out = first.args[0].run(self.model, [prompt for request in chunk for prompt in request.args[1]])
-            results, start = [], 0
-            for request in chunk:
-                results.append(out[start : start + len(request.args[1])])
-                start += len(request.args[1])
-            return results
+            return generations_of(self.model, [request.args for request in chunk])
         if first.kind == "choose":
             return choices_of(self.model, [request.args[0] for request in chunk])
         if first.kind == "score":

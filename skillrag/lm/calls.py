@@ -7,9 +7,11 @@ prompt's generation, what the call captures beside it. Greedy decoding makes a g
 function of its prompt, `max_new_tokens`, `stop` and `prefix` (`GenerateCall.key`): the reuse
 cache (skillrag.methods.reuse) and the stored generations of the evaluate stages are keyed by it.
 `capture` and `attention` only add readings of the same pass, so calls that differ in them still
-make the same text; calls with equal `GenerateCall`s can share one batched model call
-(skillrag.eval.batching). `ChooseCall` is one `choose_and_generate` call, `ScoreCall` one
-`loglikelihood` call; lists of them are served in one batch (skillrag.lm.hf).
+make the same text; calls equal in everything but their token budget (`GenerateCall.batch_group`)
+can share one batched model call, each row decoding to its own budget (skillrag.eval.batching),
+so a method whose budget left shrinks as it goes (DRAGIN) is batched across questions too.
+`ChooseCall` is one `choose_and_generate` call, `ScoreCall` one `loglikelihood` call; lists of
+them are served in one batch (skillrag.lm.hf).
 
 `RequestLM` is the base of every LM here: it writes the `LM` protocol's signatures once, in terms
 of `serve_generate`, `serve_choices` and `serve_scores`. An LM written against the plain protocol
@@ -24,7 +26,7 @@ import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from skillrag.lm.base import LM, Choice, Generation, Option, Pick, Stop
@@ -61,12 +63,21 @@ class GenerateCall:
             list(prompts), self.max_new_tokens, stop=self.stop, capture=self.capture, prefix=self.prefix, **asked
         )
 
+    def batch_group(self) -> tuple:
+        """What calls must share to be served in one batch: everything but the token budget (a row
+        ends at its own call's budget, and a row's tokens do not depend on its neighbours')."""
+        return (self.stop, self.capture, self.prefix, self.attention)
+
     def key(self, prompt: str) -> str:
         """What determines `prompt`'s generation under this call, as a digest that can be stored:
         the prompt, the token budget, the stops (a pattern by its source and flags) and the prefix."""
         stops = [[s.pattern, s.flags] if isinstance(s, re.Pattern) else s for s in self.stop]
         text = json.dumps([prompt, self.max_new_tokens, stops, self.prefix], ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+GenerateRequest = tuple[GenerateCall, list[str]]
+"""One `generate` call: its arguments, and its prompts."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +134,12 @@ class RequestLM(ABC):
     def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
         """One generation per prompt under `call`."""
 
+    def serve_generate_calls(self, requests: Sequence[GenerateRequest]) -> list[list[Generation]]:
+        """Each request's generations, as `serve_generate` makes them, for requests in one
+        `GenerateCall.batch_group`: a model decodes them in one batch, each row to its own call's
+        budget. Here, the requests with equal calls in one `serve_generate` each."""
+        return _by_call(requests, self.serve_generate)
+
     @abstractmethod
     def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
         """One choice per call, each as its call alone would make it."""
@@ -130,6 +147,29 @@ class RequestLM(ABC):
     @abstractmethod
     def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
         """The continuations' log-likelihoods per call, each as its call alone would score them."""
+
+
+def generations_of(lm: LM, requests: Sequence[GenerateRequest]) -> list[list[Generation]]:
+    """`requests` (of one `GenerateCall.batch_group`) served by `lm`: in one batch by a
+    RequestLM, else one call at a time."""
+    if isinstance(lm, RequestLM):
+        return lm.serve_generate_calls(requests)
+    return _by_call(requests, lambda call, prompts: call.run(lm, prompts))
+
+
+def _by_call(
+    requests: Sequence[GenerateRequest], serve: Callable[[GenerateCall, list[str]], list[Generation]]
+) -> list[list[Generation]]:
+    """Each request's generations, the prompts of the requests with equal calls in one `serve`."""
+    by_call: dict[GenerateCall, list[int]] = {}
+    for i, (call, _) in enumerate(requests):
+        by_call.setdefault(call, []).append(i)
+    served: list[list[Generation]] = [[] for _ in requests]
+    for call, group in by_call.items():
+        made = iter(serve(call, [prompt for i in group for prompt in requests[i][1]]))
+        for i in group:
+            served[i] = [next(made) for _ in requests[i][1]]
+    return served
 
 
 def choices_of(lm: LM, calls: Sequence[ChooseCall]) -> list[Choice]:

@@ -35,7 +35,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
 
 from skillrag.lm.base import Attention, Choice, Generation, Stop, answer_tokens, argmax, pool
-from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall
+from skillrag.lm.calls import ChooseCall, GenerateCall, GenerateRequest, RequestLM, ScoreCall
 from skillrag.lm.chat import ChatFrame
 
 
@@ -305,12 +305,19 @@ class HFCausalLM(RequestLM):
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
-    @torch.inference_mode()
     def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
-        """Greedy-decode every prompt in one batch. See `skillrag.lm.base.LM.generate`.
+        """Greedy-decode every prompt in one batch. See `skillrag.lm.base.LM.generate` and
+        `serve_generate_calls`."""
+        [generations] = self.serve_generate_calls([(call, prompts)])
+        return generations
+
+    @torch.inference_mode()
+    def serve_generate_calls(self, requests: Sequence[GenerateRequest]) -> list[list[Generation]]:
+        """Greedy-decode every prompt of every request in one batch, each row to its own call's
+        budget (the calls may differ in nothing else: `GenerateCall.batch_group`).
 
         A row ends at EOS (not kept), at a stop string (text cut before it; tokens that start after
-        the cut are dropped) or after `max_new_tokens`. Hidden states are pooled over the kept
+        the cut are dropped) or after its `max_new_tokens`. Hidden states are pooled over the kept
         tokens (`Generation.pooled`); an empty answer is represented by the state of its first
         generated token.
         `extra["cached_prompt_tokens"]` counts the prompt tokens taken from the prefix cache.
@@ -318,18 +325,25 @@ class HFCausalLM(RequestLM):
         calls and stays as computed) and summarises the last full-attention layer's weights
         (`skillrag.lm.base.Attention`).
         """
-        if call.max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be at least 1")
-        if not prompts:
+        if not requests:
             return []
+        call = requests[0][0]
+        if any(other.batch_group() != call.batch_group() for other, _ in requests):
+            raise ValueError("generate calls served in one batch may differ in their max_new_tokens only")
+        if any(other.max_new_tokens < 1 for other, _ in requests):
+            raise ValueError("max_new_tokens must be at least 1")
+        budgets = [other.max_new_tokens for other, prompts in requests for _ in prompts]
+        if not budgets:
+            return [[] for _ in requests]
         layers = self._check_layers(call.capture)
-        prompts, prefix = self._format(prompts, call.prefix)
+        prompts, prefix = self._format([prompt for _, prompts in requests for prompt in prompts], call.prefix)
         ids = [self.encode(prompt) for prompt in prompts]
         if not all(ids):
             raise ValueError("every prompt needs at least one token")
         reused = self._shared_prefix(prefix, prompts, ids)
-        rows = [_Row(call.max_new_tokens, call.stop) for _ in ids]
-        return self._generate(ids, [reused] * len(ids), rows, layers, call.attention)
+        rows = [_Row(budget, call.stop) for budget in budgets]
+        made = iter(self._generate(ids, [reused] * len(ids), rows, layers, call.attention))
+        return [[next(made) for _ in asked] for _, asked in requests]
 
     def _generate(
         self,

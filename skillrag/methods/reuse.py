@@ -38,7 +38,16 @@ from typing import Any
 import torch
 
 from skillrag.lm.base import LM, Choice, Generation
-from skillrag.lm.calls import ChooseCall, GenerateCall, RequestLM, ScoreCall, choices_of, scores_of
+from skillrag.lm.calls import (
+    ChooseCall,
+    GenerateCall,
+    GenerateRequest,
+    RequestLM,
+    ScoreCall,
+    choices_of,
+    generations_of,
+    scores_of,
+)
 
 
 @dataclass(frozen=True)
@@ -128,21 +137,40 @@ class ReusingLM(RequestLM):
     def serve_generate(self, call: GenerateCall, prompts: list[str]) -> list[Generation]:
         """Each prompt from memory or the seeds when a generation there serves the call; the
         others in one call (a prompt repeated within the call is computed once)."""
-        keys = [call.key(prompt) for prompt in prompts]
-        found = {key: self._recall(key, call) for key in dict.fromkeys(keys)}
-        missing = {key: prompt for key, prompt in zip(keys, prompts, strict=True) if found[key] is None}
+        [generations] = self.serve_generate_calls([(call, prompts)])
+        return generations
+
+    def serve_generate_calls(self, requests: Sequence[GenerateRequest]) -> list[list[Generation]]:
+        """`serve_generate` for requests of one `GenerateCall.batch_group`: what memory and the
+        seeds do not serve is computed in one call to the inner LM."""
+        keys = [[call.key(prompt) for prompt in prompts] for call, prompts in requests]
+        found: dict[str, Generation | None] = {}
+        missing: list[tuple[GenerateCall, dict[str, str]]] = []  # per call, key -> prompt to compute
+        for (call, prompts), asked in zip(requests, keys, strict=True):
+            todo = {}
+            for key, prompt in zip(asked, prompts, strict=True):
+                if key not in found:
+                    found[key] = self._recall(key, call)
+                    if found[key] is None:
+                        todo[key] = prompt
+            if todo:
+                missing.append((call, todo))
+        computed = sum(len(todo) for _, todo in missing)
         if missing:
-            wide = replace(call, capture=tuple(sorted({*(call.capture or ()), *self.capture})) or None)
+            wide = [replace(call, capture=self._captured(call)) for call, _ in missing]
             started = time.perf_counter()
-            computed = wide.run(self.inner, list(missing.values()))
-            share = (time.perf_counter() - started) / len(missing)
-            for key, generation in zip(missing, computed, strict=True):
-                generation.compute_s = share
-                made = Made(key, generation, frozenset(wide.capture or ()), call.attention)
-                self._remember(made)
-                found[key] = made.served(call)
-        self.stats += ReuseStats(len(keys), len(keys) - len(missing))
-        return [found[key] for key in keys]
+            to_compute = [(w, list(todo.values())) for w, (_, todo) in zip(wide, missing, strict=True)]
+            made_by_call = generations_of(self.inner, to_compute)
+            share = (time.perf_counter() - started) / computed
+            for w, (call, todo), generations in zip(wide, missing, made_by_call, strict=True):
+                for key, generation in zip(todo, generations, strict=True):
+                    generation.compute_s = share
+                    made = Made(key, generation, frozenset(w.capture or ()), call.attention)
+                    self._remember(made)
+                    found[key] = made.served(call)
+        lookups = sum(len(asked) for asked in keys)
+        self.stats += ReuseStats(lookups, lookups - computed)
+        return [[found[key] for key in asked] for asked in keys]
 
     def serve_scores(self, calls: Sequence[ScoreCall]) -> list[list[float]]:
         return scores_of(self.inner, calls)
@@ -154,6 +182,10 @@ class ReusingLM(RequestLM):
         choices = choices_of(self.inner, calls)
         share = (time.perf_counter() - started) / max(len(calls), 1)
         return [replace(choice, compute_s=share) for choice in choices]
+
+    def _captured(self, call: GenerateCall) -> tuple[int, ...] | None:
+        """The layers a computed generation captures: the call's and `capture`."""
+        return tuple(sorted({*(call.capture or ()), *self.capture})) or None
 
     def _recall(self, key: str, call: GenerateCall) -> Generation | None:
         made = self._memory.get(key)

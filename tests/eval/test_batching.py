@@ -141,3 +141,29 @@ def test_tiny_model_through_the_front_equals_one_prompt_at_a_time(llama):
         assert all(gen.hidden[layer] == pytest.approx(gen2.hidden[layer], abs=1e-4) for layer in (1, 3))
         assert (choice.index, choice.generation.text) == (choice2.index, choice2.generation.text)
         assert scores == pytest.approx(scores2, rel=1e-6, abs=1e-5)
+
+
+def test_calls_differing_only_in_budget_share_one_model_call_each_row_to_its_own(llama, monkeypatch):
+    """DRAGIN's budget left shrinks as its CoT grows, so its calls differ in max_new_tokens from
+    question to question: they still share one model call, and each row ends at its own budget
+    exactly as a call of its own would (tokens, text, why it stopped, attention summary)."""
+    prompts = [cot_prompt(q) for q in QUESTIONS[:4]]
+    budgets = [3, 9, 5, 12]
+
+    def ask(lm, prompt, budget):
+        [gen] = lm.generate([prompt.text], budget, stop=STOP, prefix=prompt.prefix, attention=True)
+        return gen
+
+    expected = [ask(llama, p, b) for p, b in zip(prompts, budgets)]
+    model_calls = []
+    generate = llama._generate
+    monkeypatch.setattr(llama, "_generate", lambda ids, *args: model_calls.append(len(ids)) or generate(ids, *args))
+    with Batcher(llama, None, workers=4, batch_size=4, retry_alone=is_question_failure) as batcher:
+        got = list(batcher.map(lambda slot, item: ask(batcher.lm(slot), *item), list(zip(prompts, budgets))))
+    assert model_calls == [4]
+    for gen, gen2, budget in zip(expected, got, budgets, strict=True):
+        assert _same_generation(gen, gen2) and gen2.new_tokens <= budget
+        assert gen.logprobs == pytest.approx(gen2.logprobs, abs=1e-5)
+        assert gen.attention.received == pytest.approx(gen2.attention.received, abs=1e-5)
+        assert gen.attention.prompt == pytest.approx(gen2.attention.prompt, abs=1e-5)
+    assert [g.stopped_by for g in got].count("length") >= 2  # the budgets, not stops, ended most rows

@@ -1,17 +1,22 @@
 """DRAGIN on a scripted LM whose entropies and attention summaries make RIND fire or not: where
-the output is cut, the QFS query, and the continuation over the passages."""
+the output is cut, the QFS query, and the continuation over the passages; on a tiny real model,
+batched across questions as evaluate runs it."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 
 from skillrag.config import DraginParams, MethodsParams
 from skillrag.data.schema import Question
+from skillrag.eval.runner import run_method
+from skillrag.lm.hf import HFCausalLM
 from skillrag.methods import Components, build_method
 from skillrag.methods.dragin import rind
-from tests.fakes import CORPUS, FakeLM, OverlapRetriever, scripted
+from tests.fakes import CORPUS, FakeLM, OverlapRetriever, scripted, without_latency
+from tests.lm.conftest import byte_tokenizer, tiny_model
 
 QUESTION = Question("q1", "nq", "Who directed Cast Away?", ["Robert Zemeckis"])
 ANSWER_LINE = ["\n", "Answer", ":", " Robert", " Zemeckis"]
@@ -153,3 +158,35 @@ def test_dragin_runs_its_attention_path_on_the_real_bundled_model():
     context = (QUESTION.question + " " + trace.rounds[0].reasoning).lower()
     assert all(word.lower() in context for word in words)  # QFS picks words of the question and the kept CoT
     assert trace.totals.retrievals == 1 and trace.totals.llm_calls >= 3  # generate, QFS, the sentence after
+
+
+def test_on_a_tiny_model_batched_questions_give_the_traces_of_one_at_a_time(tmp_path, monkeypatch):
+    """The unoptimised path is one question at a time, every call its own batch. Answered four at
+    once, DRAGIN's calls share model calls, and every trace is what the unoptimised path writes
+    (latency aside). (Calls of different budgets in one batch: tests/eval/test_batching.py; this
+    random model cuts every CoT at the same token, so its budgets stay alike.)"""
+    tokenizer = byte_tokenizer()
+    lm = HFCausalLM(tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama")
+    rows_per_call: list[int] = []
+    generate = lm._generate
+
+    def spied(ids, *args):
+        rows_per_call.append(len(ids))
+        return generate(ids, *args)
+
+    monkeypatch.setattr(lm, "_generate", spied)
+    series = ["Dune", "Foundation", "Culture", "Hyperion", "Expanse", "Earthsea"]
+    questions = [Question(f"nq-{i}", "nq", f"Who wrote book {i} of the {name} series?", ["x"]) for i, name in enumerate(series)]
+    params = MethodsParams(dragin=DraginParams(threshold=0.0, max_retrievals=2, query_words=3))  # it cuts
+    settings = {"method": "dragin", "params": {}, "inputs": {}, "provenance": {"git_commit": "a" * 40, "git_dirty": False}}
+    runs = []
+    for concurrency in (1, 4):
+        components = Components(lm, OverlapRetriever(CORPUS), params=params, k=2, max_new_tokens=24)
+        rows_per_call.clear()
+        out = tmp_path / f"{concurrency}.jsonl"
+        method = build_method("dragin", components)
+        traces = run_method(method, questions, out, settings, concurrency=concurrency, batch_size=4)
+        runs.append([without_latency(json.loads(line)) for line in out.read_text().splitlines()])
+    assert runs[0] == runs[1] and len(runs[0]) == len(questions)
+    assert sum(t.totals.retrievals for t in traces) >= len(questions)  # the cut-and-retrieve path ran
+    assert max(rows_per_call) > 1  # questions shared model calls
