@@ -137,8 +137,9 @@ class RequestLM(ABC):
     def serve_generate_calls(self, requests: Sequence[GenerateRequest]) -> list[list[Generation]]:
         """Each request's generations, as `serve_generate` makes them, for requests in one
         `GenerateCall.batch_group`: a model decodes them in one batch, each row to its own call's
-        budget. Here, the requests with equal calls in one `serve_generate` each."""
-        return _by_call(requests, self.serve_generate)
+        budget. Here, the requests with equal calls in one `generate` each (through the public
+        method, so a subclass that wraps `generate` sees every call)."""
+        return _by_call(requests, lambda call, prompts: call.run(self, prompts))
 
     @abstractmethod
     def serve_choices(self, calls: Sequence[ChooseCall]) -> list[Choice]:
