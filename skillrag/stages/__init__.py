@@ -69,7 +69,7 @@ def _prepare_summary(counts: dict[str, dict[str, int]], paths: Paths) -> str:
 
 
 def _index_summary(stats: Any, paths: Paths) -> str:
-    return f"index: {stats.passages} passages in {stats.seconds:.1f} s, Lucene, bm25s and dense in {paths.index}; gate passed"
+    return f"index: {stats.passages} passages in {stats.seconds:.1f} s, Lucene and bm25s in {paths.index}; gate passed"
 
 
 def _extract_summary(summary: dict[str, Any], paths: Paths) -> str:
