@@ -37,14 +37,15 @@ def _say(line: str) -> None:
 
 
 def open_retriever(params: Params, paths: Paths) -> Any:
-    """The configured backend; a dense or hybrid one first builds the dense index if this machine
-    has none yet (skillrag.stages.indexing.ensure_dense: minutes, said on stderr)."""
+    """The configured backend, built first when this machine has none (a fresh clone keeps no
+    index): the BM25 indexes in seconds (`ensure_index`), the dense one for a dense or hybrid
+    backend in minutes (`ensure_dense`), each said on stderr."""
     from skillrag.retrieval import open_retriever as open_backend
+    from skillrag.stages.indexing import ensure_dense, ensure_index
 
     r = params.retrieval
+    ensure_index(params, paths, _say)
     if r.backend in DENSE_BACKENDS:
-        from skillrag.stages.indexing import ensure_dense
-
         ensure_dense(params, paths, _say)
     return open_backend(r.backend, paths.index, r.k1, r.b, r.fusion_k, r.fusion_depth, dense_dir=paths.dense_index)
 

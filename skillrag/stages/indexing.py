@@ -49,12 +49,14 @@ def gate_index(params: Params, paths: Paths) -> dict[str, Any]:
 
 def ensure_index(params: Params, paths: Paths, say: Say) -> None:
     """Build the BM25 indexes (stage `index`, seconds) when they are absent, as on a fresh clone,
-    saying so: `ask`, `search` and `evaluate --questions` need them, and nothing else."""
+    saying so: `ask`, `search` and `evaluate --questions` need them, and nothing else
+    (`skillrag.runtime.open_retriever` calls it)."""
     from skillrag.retrieval.fingerprint import MANIFEST
     from skillrag.stages import STAGES
 
     if (paths.index / MANIFEST).is_file():
         return
+    paths = replace(paths, custom=None)  # the pipeline's index stage (its lock, gate and timing), shared by named runs
     say(f"no index at {paths.index} (a fresh clone keeps none): building the Lucene and bm25s indexes of "
         f"{params.index.corpus_file} (seconds)")
     stats = STAGES["index"](params, paths)
