@@ -199,7 +199,7 @@ def retry_retriever(args: argparse.Namespace, questions: list):
     passages = [p for i, p in enumerate(read_corpus(args.corpus)) if i < args.corpus_passages or p.id in gold]
     folder = Path(tempfile.mkdtemp(prefix="skillrag-bench-index-"))
     build_bm25s_index(passages, folder / "bm25s", 0.9, 0.4)
-    write_index_manifest(folder)
+    write_index_manifest(folder, ("bm25s",))
     return open_retriever("bm25s", folder)
 
 

@@ -1,6 +1,7 @@
 """Lucene, bm25s, dense and hybrid side by side: recall against the gold passages, build and query costs.
 
-Builds the three indexes (`build_indexes`, as the index stage does) into a temporary directory,
+Builds the BM25 indexes (`build_indexes`, as the index stage does) and the dense one
+(`build_dense`, as a dense or hybrid backend does on first use) into a temporary directory,
 then measures each backend in a fresh process, so that its open time, memory and cold queries are
 its own: it opens the retriever, answers the questions of `--split` once (cold), then untimed
 warm-up questions from the shared bundle (the JVM compiles its hot code as it runs), then the
@@ -17,7 +18,7 @@ recall is nan. On a shared machine other processes inflate the wall-clock figure
 average is printed.
 
     python benchmarks/retrieval.py [--split eval|dev] [--max-passages 500] [--fusion-k 10,30,60,100]
-    python benchmarks/retrieval.py --index data/index    # the index stage's index: no build (14 min of dense on 2 cores)
+    python benchmarks/retrieval.py --index data/index --dense data/dense   # built indexes: no build (14 min of dense on 2 cores)
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from skillrag.retrieval import (
     HybridRetriever,
     IndexStats,
     Retriever,
+    build_dense,
     build_indexes,
     open_retriever,
 )
@@ -80,14 +82,15 @@ def warmup_questions(data_dir: Path, n: int, seed: int) -> list[str]:
     return drawn
 
 
-def build_seconds(stats: IndexStats) -> dict[str, float]:
+def build_seconds(stats: IndexStats, dense_seconds: float) -> dict[str, float]:
     """Each backend's build time; Lucene indexes the written collection, so writing it counts."""
     lucene = stats.collection_seconds + stats.lucene_seconds
-    return {"lucene": lucene, "bm25s": stats.bm25s_seconds, "dense": stats.dense_seconds, "hybrid": lucene + stats.dense_seconds}
+    return {"lucene": lucene, "bm25s": stats.bm25s_seconds, "dense": dense_seconds, "hybrid": lucene + dense_seconds}
 
 
-def size_mb(index_dir: Path, backend: str) -> float:
-    return sum(p.stat().st_size for d in INDEX_DIRS[backend] for p in (index_dir / d).rglob("*") if p.is_file()) / 2**20
+def size_mb(index_dir: Path, dense_dir: Path, backend: str) -> float:
+    roots = {"lucene": index_dir, "bm25s": index_dir, "dense": dense_dir}
+    return sum(p.stat().st_size for d in INDEX_DIRS[backend] for p in (roots[d] / d).rglob("*") if p.is_file()) / 2**20
 
 
 def rss_mb() -> float:
@@ -124,13 +127,13 @@ def time_batched(retriever: Retriever, queries: Sequence[str], k: int, batch_siz
 
 
 def measure(
-    backend: str, index_dir: Path, queries: list[str], warmup: list[str], k: int, batch_size: int,
+    backend: str, index_dir: Path, dense_dir: Path, queries: list[str], warmup: list[str], k: int, batch_size: int,
     fusion_ks: Sequence[int], fusion_depth: int,
 ) -> tuple[dict[str, float], dict[str, list[list[Hit]]]]:
     """One backend's cost figures, and its hits for `queries` (for hybrid, also under each of
     `fusion_ks`, keyed `hybrid k=<value>`). Meant for a fresh process: memory and cold times are its own."""
     before, start = rss_mb(), perf_counter()
-    retriever = open_retriever(backend, index_dir, fusion_depth=fusion_depth)
+    retriever = open_retriever(backend, index_dir, fusion_depth=fusion_depth, dense_dir=dense_dir)
     figures = {"open_s": perf_counter() - start, "open_mb": rss_mb() - before}
     cold_times, hits = time_single(retriever, queries, k)
     time_single(retriever, warmup, k)
@@ -187,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--split", choices=("eval", "dev"), default="eval")
     parser.add_argument("--index", type=Path, default=None,
                         help="measure this built index (the index stage's data/index) instead of building one; build times are then not measured")
+    parser.add_argument("--dense", type=Path, default=None, help="with --index: the built dense index's root (data/dense)")
     parser.add_argument("--max-passages", type=int, default=None, help="index only the first N passages (a smoke run)")
     parser.add_argument("--warmup", type=int, default=300, help="untimed questions before the warm passes")
     parser.add_argument("--batch-size", type=int, default=20)
@@ -207,17 +211,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs: dict[str, list[list[Hit]]] = {}
     with tempfile.TemporaryDirectory(prefix="skillrag-bench-") as tmp:
         if args.index:
-            index_dir, built, corpus = args.index, dict.fromkeys(BACKENDS, float("nan")), f"prebuilt index {args.index}"
+            index_dir, dense_dir = args.index, args.dense or args.index.parent / "dense"
+            built, corpus = dict.fromkeys(BACKENDS, float("nan")), f"prebuilt index {args.index}"
         else:
-            index_dir = Path(tmp) / "index"
-            stats = build_indexes(read_corpus(args.corpus, args.max_passages), Path(tmp) / "corpus", index_dir, args.threads)
-            built, corpus = build_seconds(stats), f"corpus {stats.passages:,} passages"
+            index_dir, dense_dir = Path(tmp) / "index", Path(tmp) / "dense"
+            passages = list(read_corpus(args.corpus, args.max_passages))
+            stats = build_indexes(passages, Path(tmp) / "corpus", index_dir, args.threads)
+            start = perf_counter()
+            build_dense(passages, dense_dir)
+            built, corpus = build_seconds(stats, perf_counter() - start), f"corpus {stats.passages:,} passages"
         for backend in BACKENDS:
             with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
                 figures, hits = pool.submit(
-                    measure, backend, index_dir, queries, warmup, k, args.batch_size, fusion_ks, args.fusion_depth
+                    measure, backend, index_dir, dense_dir, queries, warmup, k, args.batch_size, fusion_ks, args.fusion_depth
                 ).result()
-            costs[backend] = {"build_s": built[backend], "size_mb": size_mb(index_dir, backend), **figures}
+            costs[backend] = {"build_s": built[backend], "size_mb": size_mb(index_dir, dense_dir, backend), **figures}
             runs |= hits
     recalls = {name: recall_by_dataset(questions, hits) for name, hits in runs.items()}
 

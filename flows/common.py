@@ -21,13 +21,11 @@ from prefect.client.schemas.objects import TaskRun
 from prefect.states import State
 
 from skillrag.config import Params, load_params
-from skillrag.env import apply_offline_defaults
 from skillrag.paths import Paths
 from skillrag.repro import StageFailed
 from skillrag.stages import STAGES, Stage
 
-apply_offline_defaults()
-
+DASHBOARD = "127.0.0.1:8787"  # the local cluster's dashboard, like every server here: this machine only
 RETRIES = 2  # a transient failure (out of memory, I/O, a lost Dask worker) is retried; resumable stages resume
 RETRY_DELAY_S = 10
 SHARDED = ("extract", "evaluate")  # the stages whose questions can be split across workers
@@ -72,14 +70,21 @@ def submit_shards(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> l
     return [future.result() for future in futures]
 
 
-def task_runner(workers: int, address: str | None = None) -> Any:
+def task_runner(workers: int, address: str | None = None, dashboard: str = DASHBOARD) -> Any:
     """A `DaskTaskRunner`: on the Dask scheduler at `address`, else on a local cluster of
-    `workers` single-threaded processes (each loads the model once per shard)."""
+    `workers` single-threaded processes (each loads the model once per shard), its scheduler and
+    dashboard listening on 127.0.0.1 only (`dashboard`: another address, e.g. ":8787" for every
+    interface, when you mean to expose it)."""
     from prefect_dask import DaskTaskRunner
 
     if address:
         return DaskTaskRunner(address=address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True})
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": workers, "threads_per_worker": 1, "processes": True, "host": "127.0.0.1",
+            "dashboard_address": dashboard,
+        }
+    )
 
 
 def run_stage(

@@ -88,6 +88,11 @@ def _run_stage(name: str) -> tuple[Any, Paths]:
     return stages.STAGES[name](state.params(), paths), paths
 
 
+def _say(line: str) -> None:
+    """A progress line of a command's own (building what it needs, a limit it applies)."""
+    console.print(line, style="yellow", highlight=False, soft_wrap=True)
+
+
 def _done(name: str, result: Any, paths: Paths) -> None:
     """The stage's closing line, the same one its Prefect flow logs."""
     console.print(stages.STAGES[name].summary(result, paths), style="green", highlight=False, soft_wrap=True)
@@ -105,9 +110,12 @@ def prepare() -> None:
 @app.command()
 def index() -> None:
     """Write the corpus as a pyserini JsonCollection (data/corpus/) and build the Lucene and bm25s
-    BM25 indexes and the dense index (data/index/), then run the index quality gate."""
+    BM25 indexes (data/index/), then run the index quality gate. (The dense index is built when a
+    dense or hybrid backend first needs it, in data/dense/.) A build that reproduces the recorded
+    index leaves its recorded timing as it was (this one goes to .skillrag/rebuilds.jsonl)."""
     result, paths = _run_stage("index")
-    console.print(f"Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s, dense {result.dense_seconds:.1f} s")
+    console.print(f"Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s"
+                  + ("; the recorded index rebuilt" if result.rebuild else ""))
     _done("index", result, paths)
 
 
@@ -234,7 +242,7 @@ def evaluate(
         from skillrag.stages.custom import evaluate_custom
 
         paths = state.paths()
-        metrics = evaluate_custom(state.params(), paths, questions, name or "")
+        metrics = evaluate_custom(state.params(), paths, questions, name or "", say=_say)
         paths = paths.for_custom(name or "")
     from rich.table import Table
 
@@ -375,7 +383,8 @@ def ask(
     ] = "skill_rag",
     json_output: Annotated[bool, typer.Option("--json", help="Print the full trace as JSON (no live rounds).")] = False,
 ) -> None:
-    """Answer one question, showing each round (retrieval, prober score, skill) as it happens."""
+    """Answer one question, showing each round (retrieval, prober score, skill) as it happens.
+    On a fresh clone it first builds the BM25 index it reads (seconds), saying so."""
     import json
 
     from skillrag.data.schema import Question
@@ -565,7 +574,9 @@ def search(
     k: Annotated[int, typer.Option("-k", min=1, help="How many passages to show (at least 1).")] = 5,
     backend: Annotated[str | None, typer.Option(help="lucene, bm25s, dense or hybrid (default: retrieval.backend).")] = None,
 ) -> None:
-    """Search the index and print ranked passages with title, id and score."""
+    """Search the index and print ranked passages with title, id and score. A missing BM25 index
+    is built first (seconds); a dense or hybrid backend builds the dense index on first use
+    (minutes), saying so."""
     params, paths = state.params(), state.paths()
     from rich.table import Table
 

@@ -79,10 +79,16 @@ class Paths:
         return self.root / "data" / "fingerprints" / "index.json"
 
     @property
+    def dense_index(self) -> Path:
+        """The dense index's root (skillrag.retrieval.dense): built on first use by a dense or hybrid
+        backend, on each machine; neither a DVC output nor in git."""
+        return self.root / "data" / "dense"
+
+    @property
     def dense_fingerprint(self) -> Path:
-        """The dense index's identity by content (git-tracked), kept apart from the BM25 one so that
-        a BM25 run's identity does not change with the dense index."""
-        return self.root / "data" / "fingerprints" / "dense.json"
+        """The dense index's identity by content, beside it (not in git: each machine builds its own),
+        kept apart from the BM25 one so that a BM25 run's identity does not change with it."""
+        return self.dense_index / "fingerprint.json"
 
     @property
     def states(self) -> Path:

@@ -158,7 +158,6 @@ def validation(gate: str) -> Out:
 
 
 INDEX_FINGERPRINT = "data/fingerprints/index.json"  # what consumers of the index depend on, not its bytes
-DENSE_FINGERPRINT = "data/fingerprints/dense.json"  # the dense index's; consumers' run settings record it (hybrid, dense)
 INDEX = "data/index"
 ROWS, VECTORS = "data/states/rows", "data/states/vectors"
 # The model and how it answers: every stage that generates reads these.
@@ -219,9 +218,8 @@ STAGES: dict[str, StageEntry] = {
             "index", "index", "skillrag.stages.indexing", inputs=("${index.corpus_file}",),
             params=("index.corpus_file", "index.max_passages", "index.smoke_queries", "retrieval.k1", "retrieval.b"),
             outs=(
-                Out("data/corpus", cache=True), Out(INDEX, cache=True, note="lucene/, bm25s/, dense/ and their manifest"),
+                Out("data/corpus", cache=True), Out(INDEX, cache=True, note="lucene/, bm25s/ and their manifest"),
                 Out(INDEX_FINGERPRINT, note="corpus digest, BM25 settings, versions, smoke queries' top-k"),
-                Out(DENSE_FINGERPRINT, note="corpus digest, encoder, versions, vector count, smoke queries' dense top-k"),
                 validation("index"),
             ),
         ),

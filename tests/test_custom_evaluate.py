@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from skillrag import cli, runtime
-from tests.conftest import write_rows
+from tests.conftest import REPO, write_rows
 from tests.fake_cli import PausingLM, make_workspace
 from tests.fakes import CORPUS, OverlapRetriever
+from tests.stages.test_locks import HOLDER
 
 
 @pytest.fixture
@@ -101,3 +104,56 @@ def test_a_named_run_of_the_evaluation_questions_is_paired_with_the_pipelines_ru
     (nq,) = [line.split(" | ") for line in section.splitlines() if line.startswith("| single_step@k1 vs single_step | nq |")]
     assert nq[3] == str(sum(1 for _ in (questions / "nq.jsonl").open()))  # every question, paired
     assert "Questions whose strict ACC flipped (pipeline → this run)" in section
+
+
+def test_a_relative_questions_file_names_its_folders_dataset(workspace, tmp_path, monkeypatch):
+    folder = tmp_path / "heldout"
+    write_rows(folder / "questions.jsonl", [{"id": "h-0", "question": "Where is landmark 2 of ours?", "answers": ["Paris"]}])
+    monkeypatch.chdir(folder)
+    code, out = _evaluate(workspace, "--questions", "questions.jsonl", "--name", "rel")
+    assert code == 0, out
+    written = sorted(p.name for p in (workspace / "data" / "custom" / "rel" / "questions" / "eval").iterdir())
+    assert written == ["heldout.jsonl"]
+
+
+def test_a_file_naming_a_hidden_dataset_is_refused(workspace, tmp_path):
+    bad = write_rows(tmp_path / ".jsonl", [{"id": "a", "question": "Where is 1?", "answers": ["x"]}])
+    code, out = _evaluate(workspace, "--questions", str(bad), "--name", "x")
+    assert code == 1 and "names dataset '.jsonl'" in out
+    assert not (workspace / "data" / "custom" / "x").exists()
+
+
+def test_a_missing_prober_stops_the_run_before_any_method_answers(workspace, tmp_path):
+    mine = write_rows(tmp_path / "mine.jsonl", [{"id": "m-0", "question": "Where is landmark 2?", "answers": ["Paris"]}])
+    methods = ("--set", "evaluate.methods=[no_retrieval,single_step,probing_rag]")
+    code, out = _evaluate(workspace, "--questions", str(mine), "--name", "x", options=methods)
+    assert code == 1 and "probing_rag need the trained prober, absent at" in out and "skillrag train-probe" in out
+    assert not (workspace / "data" / "custom" / "x").exists()
+
+
+def test_a_limit_on_the_users_questions_is_said(workspace, tmp_path):
+    mine = write_rows(tmp_path / "mine.jsonl", [{"id": f"m-{i}", "question": f"Where is landmark {i}?", "answers": ["Paris"]} for i in range(3)])
+    code, out = _evaluate(workspace, "--questions", str(mine), "--name", "x", options=("--set", "evaluate.limit=1"))
+    assert code == 0, out
+    assert "evaluate.limit=1: only the first 1 questions of each dataset are answered" in " ".join(out.split())
+
+
+def test_a_second_run_of_one_name_is_refused_before_it_writes_anything(workspace, tmp_path):
+    """While a named run holds its locks, a second call with the same NAME (other questions) stops
+    without touching the running call's question copy or gate result."""
+    first = write_rows(tmp_path / "a.jsonl", [{"id": f"a-{i}", "question": f"Where is landmark {i}?", "answers": ["Paris"]} for i in range(3)])
+    assert _evaluate(workspace, "--questions", str(first), "--name", "int4")[0] == 0
+    custom = workspace / "data" / "custom" / "int4"
+    before = {p: p.read_bytes() for p in [*custom.rglob("*.jsonl"), *(workspace / "reports" / "custom").rglob("*.json")]}
+    locks = workspace / ".skillrag" / "locks" / "custom" / "int4"
+    held = [str(locks / name) for name in ("evaluate.lock", "evaluate-no_retrieval.lock", "evaluate-single_step.lock")]
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, *held], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = write_rows(tmp_path / "a2" / "a.jsonl", [{"id": "b-0", "question": "Where is landmark 7?", "answers": ["Rome"]}])
+        code, out = _evaluate(workspace, "--questions", str(second), "--name", "int4")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert code == 1 and "is already running on this workspace" in out
+    assert {p: p.read_bytes() for p in before} == before

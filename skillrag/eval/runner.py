@@ -47,32 +47,50 @@ from skillrag.methods import Method, Trace
 from skillrag.methods.errors import is_question_failure
 
 PROVENANCE = "provenance"
+FIX_LINE = "delete that line (the run that wrote the file answers its question again when rerun)"
 DESCRIBED = ("retrieves", "trigger")  # what the runs gate reads: recorded as now, never compared
 
 
-def _read(path: Path) -> list[tuple[str, Trace]]:
-    """(line, trace) pairs already written; a malformed *last* line (a kill mid-write, or a git
-    checkpoint taken mid-write) is dropped from the file, and a whole last line missing its newline
-    gets it, atomically, so the next append starts a line of its own."""
+def _read(path: Path, repair: bool = False) -> list[tuple[str, Trace]]:
+    """(line, trace) pairs already written. A malformed *last* line (a kill mid-write, or a git
+    checkpoint taken mid-write) is skipped; with `repair` (the run that owns the file, resuming)
+    it is also dropped from the file, and a whole last line missing its newline gets it,
+    atomically, so the next append starts a line of its own. Readers never rewrite the file. Any
+    other bad line (not UTF-8, not JSON, not a trace) is a DataError naming file:line."""
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    raw = path.read_bytes()
+    lines = raw.splitlines()
     kept = []
-    for number, line in enumerate(lines, start=1):
+    for number, data in enumerate(lines, start=1):
+        where = f"{path}:{number}"
         try:
-            kept.append((line, Trace.from_dict(json.loads(line))))
+            line = data.decode("utf-8")
+            row = json.loads(line)
+        except UnicodeDecodeError as err:
+            raise DataError(f"{where}: not UTF-8 (byte {data[err.start]:#04x} at byte {err.start + 1}); {FIX_LINE}") from None
         except json.JSONDecodeError:
             if number != len(lines):
-                raise DataError(f"{path}:{number}: malformed trace line") from None
-    if len(kept) < len(lines) or (text and not text.endswith("\n")):
+                raise DataError(f"{where}: malformed trace line; {FIX_LINE}") from None
+            continue
+        try:
+            kept.append((line, Trace.from_dict(row)))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise DataError(f"{where}: not a trace ({type(err).__name__}: {str(err)[:80]}); {FIX_LINE}") from None
+    if repair and (len(kept) < len(lines) or (raw and not raw.endswith(b"\n"))):
         replace_text(path, "".join(f"{line}\n" for line, _ in kept))
     return kept
 
 
 def read_traces(path: Path) -> list[Trace]:
-    """Traces already written (see `_read`)."""
+    """Traces already written (see `_read`; the file is left as it is)."""
     return [trace for _, trace in _read(path)]
+
+
+def read_trace_rows(path: Path) -> list[dict[str, Any]]:
+    """The traces already written as the JSON objects stored (what the runs gate reads), checked
+    and read as `read_traces` reads them."""
+    return [json.loads(line) for line, _ in _read(path)]
 
 
 def settings_file(out_file: Path) -> Path:
@@ -157,7 +175,7 @@ def run_method(
     `settings`: everything that shapes a trace (JSON-serialisable); see the module docstring.
     `concurrency`: questions answered at once, their LM calls batched up to `batch_size` prompts."""
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    written = _read(out_file)
+    written = _read(out_file, repair=True)
     _claim(out_file, settings, len(written))
     kept = {trace.question_id: (line, trace) for line, trace in written if trace.termination != "error"}
     if len(kept) < len(written):  # error traces (and duplicates) go: the questions are retried
@@ -193,12 +211,12 @@ def merge_parts(out_file: Path, questions: Sequence[Question], settings: Mapping
     at any point leaves either the parts or the merged file, and merging again gives the same
     result. Every file's settings are checked as a resume checks them."""
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    written = _read(out_file)
+    written = _read(out_file, repair=True)
     _claim(out_file, settings, len(written))
     merged = {trace.question_id: (line, trace) for line, trace in written}
     parts = sorted(out_file.parent.glob(f"{out_file.stem}.part-*.jsonl"))
     for part in parts:
-        lines = _read(part)
+        lines = _read(part, repair=True)
         _claim(part, settings, len(lines))
         merged.update((trace.question_id, (line, trace)) for line, trace in lines)
     if parts:

@@ -11,18 +11,31 @@ retrieval is closest to the target rate; a target no candidate reaches (`reaches
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 
-from skillrag.errors import ConfigError
+from skillrag.errors import ArtifactError, ConfigError
 
 
 def load_thresholds(path: Path) -> dict[str, float]:
-    """The tuned thresholds by param key (e.g. "methods.flare.theta"); {} when not tuned yet."""
+    """The tuned thresholds by param key (e.g. "methods.flare.theta"); {} when not tuned yet. A
+    file that does not read as {"thresholds": {key: number}} is an ArtifactError naming it and the
+    command that rewrites it."""
     if not path.exists():
         return {}
-    return {key: float(value) for key, value in json.loads(path.read_text())["thresholds"].items()}
+    try:
+        tuned = json.loads(path.read_text(encoding="utf-8"))["thresholds"]
+        values = {str(key): float(value) for key, value in tuned.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # ValueError covers JSON and UTF-8
+        raise ArtifactError(
+            f"{path} is corrupted ({type(err).__name__}: {str(err)[:80]}): rewrite it with `skillrag tune-thresholds` "
+            "(or `dvc repro tune_thresholds`), or restore it with `git checkout -- " + str(path) + "`"
+        ) from None
+    if not all(math.isfinite(v) for v in values.values()):
+        raise ArtifactError(f"{path} is corrupted (a threshold that is not a finite number): rewrite it with `skillrag tune-thresholds`")
+    return values
 
 
 def resolve_threshold(value: str | float, key: str, tuned: Mapping[str, float]) -> float:

@@ -32,8 +32,12 @@ class GateFailed(UserError):
 
 @dataclass(frozen=True)
 class Check:
+    """A frame and the expectations it must meet; `label`: the column that names a row (a run, a
+    question), so a failure says which rows failed, not only their values."""
+
     frame: pd.DataFrame
     expectations: Sequence[Any]  # great_expectations.expectations.Expectation
+    label: str | None = None
 
 
 @cache
@@ -75,7 +79,7 @@ def without_run_markers(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _summarise(gate: str, results: Mapping[str, dict[str, Any]]) -> str:
+def _summarise(gate: str, results: Mapping[str, dict[str, Any]], checks: Mapping[str, Check]) -> str:
     lines = [f"quality gate '{gate}' failed:"]
     for name, result in results.items():
         for item in result["results"]:
@@ -90,6 +94,9 @@ def _summarise(gate: str, results: Mapping[str, dict[str, Any]]) -> str:
             line = f"  - [{name}] {config['type']} {kwargs}"
             if count is not None:
                 line += f": {count} of {detail.get('element_count')} rows fail, e.g. {examples}"
+                label, rows = checks[name].label, (detail.get("partial_unexpected_index_list") or [])[:MAX_EXAMPLES]
+                if label is not None and rows:
+                    line += f" ({label}: {', '.join(str(checks[name].frame[label].iloc[row]) for row in rows)})"
             elif observed is not None:
                 line += f": observed {observed}"
             if item.get("exception_info", {}).get("raised_exception"):
@@ -105,5 +112,5 @@ def run_gate(gate: str, checks: Mapping[str, Check], result_path: str | Path) ->
     report = {"gate": gate, "success": success, "checks": results}
     write_json(result_path, report)
     if not success:
-        raise GateFailed(_summarise(gate, results) + f"\n  full result: {result_path}")
+        raise GateFailed(_summarise(gate, results, checks) + f"\n  full result: {result_path}")
     return report

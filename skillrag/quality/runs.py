@@ -13,7 +13,6 @@ from typing import Any
 import great_expectations.expectations as gxe
 import pandas as pd
 
-from skillrag.files import read_jsonl
 from skillrag.quality.gate import Check, run_gate
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,7 @@ def gate_runs(
     import json
 
     from skillrag.data.splits import load_split
-    from skillrag.eval.runner import settings_file
+    from skillrag.eval.runner import read_trace_rows, settings_file
     from skillrag.methods.trace import TERMINATIONS
 
     expected = {dataset: [q.id for q in qs[:limit]] for dataset, qs in load_split(paths.questions, "eval").items()}
@@ -74,7 +73,7 @@ def gate_runs(
     for method in methods:
         for dataset in datasets:
             run_file, sidecar = paths.run_file(method, dataset), settings_file(paths.run_file(method, dataset))
-            traces = list(read_jsonl(run_file)) if run_file.exists() else []
+            traces = read_trace_rows(run_file)  # a torn last line (a run in flight, a kill) is not counted
             settings = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else None
             ids = [t["question_id"] for t in traces]
             counts.append(
@@ -105,6 +104,7 @@ def gate_runs(
                 gxe.ExpectColumnValuesToMatchRegex(column="errors", regex=": ok$"),
                 *([gxe.ExpectColumnValuesToMatchRegex(column="retrieval", regex=": ok$")] if require_retrieval else []),
             ],
+            label="run",
         ),
         "traces": Check(
             pd.DataFrame(rows, columns=["key", "termination", "explained"]),
@@ -113,6 +113,7 @@ def gate_runs(
                 gxe.ExpectColumnValuesToBeInSet(column="termination", value_set=list(TERMINATIONS)),
                 gxe.ExpectColumnValuesToBeInSet(column="explained", value_set=[True]),
             ],
+            label="key",
         ),
     }
     return run_gate("runs", checks, paths.validation("runs"))

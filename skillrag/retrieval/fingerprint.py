@@ -1,7 +1,7 @@
 """The index manifest, the index fingerprints and a run's retrieval identity.
 
-The manifest (`<index_dir>/manifest.json`): every Lucene, bm25s and dense file's size and sha256,
-written by the index stage and checked (sizes and hashes; 0.03 s on the default 38,675-passage
+The manifest (`<index_dir>/manifest.json`): every Lucene and bm25s file's size and sha256 (the
+dense index's own root holds one for its files), written with the index and checked (sizes and hashes; 0.03 s on the default 38,675-passage
 BM25 index) before a backend opens its files, so a damaged file is one line naming it, never a
 Java, numpy or faiss traceback. It is not the index's identity: Lucene writes random segment
 ids, so two builds of the same corpus differ byte-wise.
@@ -13,7 +13,8 @@ keys and no times, so every rebuild of the same corpus writes the same bytes. St
 index depend on it, and run settings and extract's fingerprint record its digest (`index_identity`):
 traces made on one index are never resumed on another, and a rebuilt index is the same one.
 
-The dense index has its own fingerprint (`data/fingerprints/dense.json`, `Paths.dense_fingerprint`)
+The dense index, built on first use on each machine (`skillrag.retrieval.dense.build_dense`),
+has its own fingerprint beside it (`data/dense/fingerprint.json`, `Paths.dense_fingerprint`; not in git)
 made the same way (corpus digest, encoder, versions, dimension, count, the smoke queries' dense
 top-k), so the BM25 fingerprint, and every BM25 run's identity, is what it was before dense
 retrieval existed. Not a digest of the vectors: another CPU computes them ~1e-7 apart, and among
@@ -35,8 +36,15 @@ from skillrag.manifest import ArtifactCorruptError, read_manifest, verify_files,
 from skillrag.retrieval.base import IndexMissingError, ranked
 
 MANIFEST = "manifest.json"
-BACKEND_DIRS = ("lucene", "bm25s", "dense")  # the index directory's subfolders, one per index
+BM25_DIRS = ("lucene", "bm25s")  # the index stage's folders in data/index, one per backend
+DENSE_DIR = "dense"  # the dense index's folder in its own root (data/dense)
 REBUILD = "rebuild it with `skillrag index` (or `dvc repro index`)"
+
+
+def _rebuild(index_dir: Path, backend: str) -> str:
+    """How a damaged index comes back: the index stage for the BM25 ones, deletion for the dense
+    one (its backends rebuild it on first use)."""
+    return f"delete {index_dir}: a dense or hybrid backend rebuilds it on first use" if backend == DENSE_DIR else REBUILD
 SMOKE_K = 10  # hits per smoke query: the gate looks for the query's passage among them, the fingerprint records their ids
 
 
@@ -44,18 +52,18 @@ class IndexCorruptError(ArtifactCorruptError):
     """An index file that differs from the manifest written with it; the message names the file."""
 
 
-def write_index_manifest(index_dir: Path) -> dict[str, Any]:
-    """Record every file under the backend directories of `index_dir`."""
-    files = [p for backend in BACKEND_DIRS for p in (index_dir / backend).rglob("*") if p.is_file()]
+def write_index_manifest(index_dir: Path, backends: Sequence[str]) -> dict[str, Any]:
+    """Record every file under the `backends` folders of `index_dir`."""
+    files = [p for backend in backends for p in (index_dir / backend).rglob("*") if p.is_file()]
     return write_manifest(index_dir / MANIFEST, index_dir, files)
 
 
-def _read(index_dir: Path) -> dict[str, Any]:
+def _read(index_dir: Path, backend: str) -> dict[str, Any]:
     path = index_dir / MANIFEST
     if not path.exists():
-        raise IndexMissingError(f"no index manifest at {path}: {REBUILD}")
+        raise IndexMissingError(f"no index manifest at {path}: {_rebuild(index_dir, backend)}")
     try:
-        return read_manifest(path, REBUILD)
+        return read_manifest(path, _rebuild(index_dir, backend))
     except ArtifactCorruptError as err:
         raise IndexCorruptError(str(err)) from None
 
@@ -107,14 +115,14 @@ def index_fingerprint(corpus_dir: Path, index_dir: Path, k1: float, b: float, qu
     }
 
 
-def dense_fingerprint(corpus_dir: Path, index_dir: Path, queries: Sequence[str]) -> dict[str, Any]:
-    """What the dense index holds and how it answers (see the module docstring): the corpus digest,
-    the encoder, the faiss and torch versions, the dimension, the vector count and the smoke
-    queries' dense top-k ids."""
+def dense_fingerprint(corpus_dir: Path, dense_root: Path, queries: Sequence[str]) -> dict[str, Any]:
+    """What the dense index in `dense_root` holds and how it answers (see the module docstring):
+    the corpus digest, the encoder, the faiss and torch versions, the dimension, the vector count
+    and the smoke queries' dense top-k ids."""
     from skillrag.retrieval.dense import META, DenseRetriever
 
-    meta = json.loads((index_dir / "dense" / META).read_text())
-    top = _top_ids(DenseRetriever(index_dir), queries, SMOKE_K) if queries else []
+    meta = json.loads((dense_root / DENSE_DIR / META).read_text())
+    top = _top_ids(DenseRetriever(dense_root), queries, SMOKE_K) if queries else []
     return {
         "corpus_sha256": corpus_digest(corpus_dir),
         "encoder": meta["encoder"],
@@ -138,17 +146,18 @@ def verify_index(index_dir: str | Path, backend: str) -> None:
     """Check every file of `backend` ("lucene", "bm25s" or "dense") against the manifest: present, same size,
     same sha256, and no file the build did not write. Raises IndexCorruptError naming the file."""
     index_dir = Path(index_dir)
-    listed = {name: entry for name, entry in _read(index_dir)["files"].items() if name.startswith(f"{backend}/")}
+    rebuild = _rebuild(index_dir, backend)
+    listed = {name: entry for name, entry in _read(index_dir, backend)["files"].items() if name.startswith(f"{backend}/")}
     if not listed:
-        raise IndexCorruptError(f"the manifest in {index_dir} lists no {backend} files: {REBUILD}")
-    verify_files(index_dir, listed, REBUILD, IndexCorruptError)
+        raise IndexCorruptError(f"the manifest in {index_dir} lists no {backend} files: {rebuild}")
+    verify_files(index_dir, listed, rebuild, IndexCorruptError)
     unknown = sorted(
         name
         for name in (p.relative_to(index_dir).as_posix() for p in (index_dir / backend).rglob("*") if p.is_file())
         if name not in listed
     )
     if unknown:
-        raise IndexCorruptError(f"{index_dir / unknown[0]} is not part of the built {backend} index: {REBUILD}")
+        raise IndexCorruptError(f"{index_dir / unknown[0]} is not part of the built {backend} index: {rebuild}")
 
 
 def retrieval_identity(backend: str, index_fingerprint_path: str | Path, dense_fingerprint_path: str | Path) -> str | dict[str, str]:

@@ -1,8 +1,10 @@
-"""The index stage: the corpus as a pyserini JsonCollection, both BM25 indexes and the dense index.
+"""The index stage: the corpus as a pyserini JsonCollection and both BM25 indexes (seconds).
 
-All three are built from the same validated passages in one go, so `retrieval.backend` can be
-switched at query time without rebuilding. The collection and the index directory are
-written atomically: a failing build leaves the previous outputs (or nothing), never a half index.
+Both are built from the same validated passages in one go, so `retrieval.backend` can switch
+between lucene and bm25s at query time without rebuilding. The dense index (16 minutes of two
+cores for the default corpus) is built on first use instead (`skillrag.retrieval.dense.build_dense`).
+The collection and the index directory are written atomically: a failing build leaves the
+previous outputs (or nothing), never a half index.
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ from tqdm import tqdm
 from skillrag.data.schema import Passage
 from skillrag.files import DataError, atomic_path
 from skillrag.retrieval.bm25s_backend import build_bm25s_index
-from skillrag.retrieval.dense import build_dense_index
-from skillrag.retrieval.fingerprint import write_index_manifest
+from skillrag.retrieval.fingerprint import BM25_DIRS, write_index_manifest
 from skillrag.retrieval.lucene_backend import build_lucene_index
 
 log = logging.getLogger(__name__)
@@ -29,20 +30,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class IndexStats:
-    """What the build produced and how long each part took; the index gate checks the counts."""
+    """What the build produced and how long each part took; the index gate checks the counts.
+    `rebuild`: the build reproduced the index the recorded run describes (the same fingerprint),
+    so the stage's recorded timing stays that run's (skillrag.stages.timing)."""
 
     passages: int
     lucene_docs: int
     bm25s_docs: int
-    dense_vectors: int
     collection_seconds: float
     lucene_seconds: float
     bm25s_seconds: float
-    dense_seconds: float
+    rebuild: bool = False
 
     @property
     def seconds(self) -> float:
-        return self.collection_seconds + self.lucene_seconds + self.bm25s_seconds + self.dense_seconds
+        return self.collection_seconds + self.lucene_seconds + self.bm25s_seconds
 
 
 def validate_passages(passages: Iterable[Passage]) -> list[Passage]:
@@ -79,6 +81,19 @@ def write_collection(passages: Sequence[Passage], out_dir: Path, shards: int) ->
             handle.close()
 
 
+def read_collection(corpus_dir: Path) -> list[Passage]:
+    """The passages of a collection `write_collection` wrote, in corpus order (its shards hold
+    passages round-robin): what the index holds, whatever `index.corpus_file` says now."""
+    shards = [path.read_text(encoding="utf-8").splitlines() for path in sorted(Path(corpus_dir).glob("part-*.jsonl"))]
+    lines = [shard[row] for row in range(max(map(len, shards), default=0)) for shard in shards if row < len(shard)]
+    passages = []
+    for line in lines:
+        doc = json.loads(line)
+        title, _, text = doc["contents"].partition("\n")
+        passages.append(Passage(id=doc["id"], title=title, text=text))
+    return passages
+
+
 def build_indexes(
     passages: Iterable[Passage],
     corpus_dir: str | Path,
@@ -87,9 +102,8 @@ def build_indexes(
     k1: float = 0.9,
     b: float = 0.4,
 ) -> IndexStats:
-    """Write the collection to `corpus_dir`, then `index_dir/lucene`, `index_dir/bm25s`,
-    `index_dir/dense` and the manifest of their files (`index_dir/manifest.json`, checked whenever
-    a backend opens).
+    """Write the collection to `corpus_dir`, then `index_dir/lucene`, `index_dir/bm25s` and the
+    manifest of their files (`index_dir/manifest.json`, checked whenever a backend opens).
 
     `k1` and `b` matter only to bm25s, which bakes them into its index; Lucene takes them at
     query time. Raises DataError on bad passages or when an index's count differs from the
@@ -106,20 +120,14 @@ def build_indexes(
         lucene_done = perf_counter()
         bm25s_docs = build_bm25s_index(passages, index_tmp / "bm25s", k1, b)
         bm25s_done = perf_counter()
-        dense_vectors = build_dense_index(passages, index_tmp / "dense")
-        dense_done = perf_counter()
-        if not len(passages) == lucene_docs == bm25s_docs == dense_vectors:
-            raise DataError(
-                f"doc counts differ: corpus {len(passages)}, Lucene {lucene_docs}, bm25s {bm25s_docs}, dense {dense_vectors}"
-            )
-        write_index_manifest(index_tmp)
+        if not len(passages) == lucene_docs == bm25s_docs:
+            raise DataError(f"doc counts differ: corpus {len(passages)}, Lucene {lucene_docs}, bm25s {bm25s_docs}")
+        write_index_manifest(index_tmp, BM25_DIRS)
     return IndexStats(
         passages=len(passages),
         lucene_docs=lucene_docs,
         bm25s_docs=bm25s_docs,
-        dense_vectors=dense_vectors,
         collection_seconds=written - start,
         lucene_seconds=lucene_done - written,
         bm25s_seconds=bm25s_done - lucene_done,
-        dense_seconds=dense_done - bm25s_done,
     )

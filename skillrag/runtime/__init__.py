@@ -5,10 +5,13 @@ like `extract`, do not depend on the methods' code.)"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from skillrag.config import Params
 from skillrag.paths import Paths
+
+DENSE_BACKENDS = ("dense", "hybrid")  # the backends that read the dense index, built on first use
 
 
 def open_lm(params: Params) -> Any:
@@ -29,18 +32,34 @@ def model_identity(params: Params) -> dict[str, Any]:
     return identity_of(params.lm.model, params.lm.device, params.lm.dtype)
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def open_retriever(params: Params, paths: Paths) -> Any:
+    """The configured backend, built first when this machine has none (a fresh clone keeps no
+    index): the BM25 indexes in seconds (`ensure_index`), the dense one for a dense or hybrid
+    backend in minutes (`ensure_dense`), each said on stderr."""
     from skillrag.retrieval import open_retriever as open_backend
+    from skillrag.stages.indexing import ensure_dense, ensure_index
 
     r = params.retrieval
-    return open_backend(r.backend, paths.index, r.k1, r.b, r.fusion_k, r.fusion_depth)
+    ensure_index(params, paths, _say)
+    if r.backend in DENSE_BACKENDS:
+        ensure_dense(params, paths, _say)
+    return open_backend(r.backend, paths.index, r.k1, r.b, r.fusion_k, r.fusion_depth, dense_dir=paths.dense_index)
 
 
 def retrieval_identity(params: Params, paths: Paths) -> Any:
     """What the configured backend retrieves from, by content (skillrag.retrieval.fingerprint):
-    the index a run's traces and extract's rows record, and are resumed only under."""
+    the index a run's traces and extract's rows record, and are resumed only under (a dense or
+    hybrid backend builds the dense index first, as `open_retriever`)."""
     from skillrag.retrieval.fingerprint import retrieval_identity as identity_of
 
+    if params.retrieval.backend in DENSE_BACKENDS:
+        from skillrag.stages.indexing import ensure_dense
+
+        ensure_dense(params, paths, _say)
     return identity_of(params.retrieval.backend, paths.index_fingerprint, paths.dense_fingerprint)
 
 

@@ -30,6 +30,7 @@ def open_components(
     from skillrag.methods.thresholds import load_thresholds
 
     retriever = runtime.open_retriever(params, paths)
+    thresholds = load_thresholds(paths.thresholds)  # {} before `skillrag tune-thresholds` ran; read before the model loads
     lm = lm if lm is not None else runtime.open_lm(params)
     prober = runtime.open_prober(params, paths, lm, method) if needs_prober else None
     router, offsets = None, None
@@ -47,7 +48,6 @@ def open_components(
         from skillrag.methods.complexity import load_classifier
 
         classifier = load_classifier(paths.adaptive, runtime.model_identity(params))
-    thresholds = load_thresholds(paths.thresholds)  # {} before `skillrag tune-thresholds` ran
     return Components.from_params(
         params, lm, retriever, prober, router, classifier=classifier, thresholds=thresholds, router_offsets=offsets
     )

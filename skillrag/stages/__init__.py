@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillrag.config import Params
+from skillrag.files import exclusive as hold_lock
 from skillrag.paths import Paths
 from skillrag.stages.adaptive import train_adaptive
 from skillrag.stages.analysis import analyze
@@ -28,7 +29,7 @@ from skillrag.stages.routing import train_router
 from skillrag.stages.settings import provenance, run_settings
 from skillrag.stages.summary import summarize
 from skillrag.stages.thresholds import tune_thresholds
-from skillrag.stages.timing import timed
+from skillrag.stages.timing import Leg, timed
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,10 @@ class Stage:
 
     `run` holds the stage's workspace lock (`.skillrag/locks/<name>.lock`), taken here for every
     stage, so two runs of one stage on one workspace never write the same outputs at once: the
-    second stops at once, naming the first. A `timed` stage's wall time (gate included) goes to
-    reports/timings/<DVC stage name>.json (skillrag.stages.timing)."""
+    second stops at once, naming the first, before anything is timed. A `timed` stage's wall
+    time (gate included) goes to reports/timings/<DVC stage name>.json (skillrag.stages.timing),
+    unless its result says it was a `rebuild` of the recorded outputs (the index stage's
+    `IndexStats.rebuild`)."""
 
     name: str
     run: StageFn
@@ -51,10 +54,12 @@ class Stage:
         object.__setattr__(self, "run", exclusive(self.run, self.name))
 
     def __call__(self, params: Params, paths: Paths) -> Any:
-        with timed(paths, self.name.replace("-", "_")) if self.timed else nullcontext():
-            result = self.run(params, paths)
-            if self.gate is not None:
-                self.gate(params, paths)
+        with hold_lock(paths.locks / f"{self.name}.lock", f"`skillrag {self.name}`"):
+            with timed(paths, self.name.replace("-", "_")) if self.timed else nullcontext(Leg()) as leg:
+                result = self.run.__wrapped__(params, paths)  # the lock is held already
+                if self.gate is not None:
+                    self.gate(params, paths)
+                leg.rebuild = bool(getattr(result, "rebuild", False))
         return result
 
 
@@ -64,7 +69,7 @@ def _prepare_summary(counts: dict[str, dict[str, int]], paths: Paths) -> str:
 
 
 def _index_summary(stats: Any, paths: Paths) -> str:
-    return f"index: {stats.passages} passages in {stats.seconds:.1f} s, Lucene, bm25s and dense in {paths.index}; gate passed"
+    return f"index: {stats.passages} passages in {stats.seconds:.1f} s, Lucene and bm25s in {paths.index}; gate passed"
 
 
 def _extract_summary(summary: dict[str, Any], paths: Paths) -> str:

@@ -9,6 +9,7 @@ schema (one JSON object per line with `id`, `question`, `answers`); a file names
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,31 +17,43 @@ from skillrag.config import Params
 from skillrag.data.schema import Question
 from skillrag.files import DataError, numbered_jsonl, write_jsonl
 from skillrag.paths import Paths
-from skillrag.stages.evaluation import evaluate
+from skillrag.stages.evaluation import check_inputs, evaluate
+from skillrag.stages.indexing import Say
 from skillrag.stages.summary import summarize
 
 if TYPE_CHECKING:
     from skillrag.report.inputs import Inputs
 
+DATASET_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")  # a file name of its own under data/custom/NAME/
 
-def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str) -> dict[str, Any]:
+
+def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str, say: Say = print) -> dict[str, Any]:
     """Gate the questions at `questions`, copy them to data/custom/NAME/questions/eval/, and run
     `evaluate` and `summarize` there: traces in data/custom/NAME/runs/, metrics and a report section
-    (`report_section`) in reports/custom/NAME/."""
+    (`report_section`) in reports/custom/NAME/. Before anything is written: every trained artifact
+    the methods open is checked and the named run's lock is taken (a missing index is built when
+    the methods open it, `runtime.open_retriever`). `say`: where the progress lines go."""
+    from skillrag.files import exclusive
     from skillrag.quality.gate import run_gate
     from skillrag.quality.questions import question_checks
 
     custom = paths.for_custom(name)
     by_dataset = read_questions(questions, params.prepare.max_question_chars)
-    rows = [q.to_dict() for qs in by_dataset.values() for q in qs]
-    # the row checks only: split sizes and original-split origins describe the bundle's sampling
-    checks = question_checks(rows, {}, params.prepare.max_question_chars)
-    run_gate("questions", {"rows": checks["rows"]}, custom.validation("questions"))
-    for dataset, qs in by_dataset.items():
-        write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
-    evaluate(params, custom, datasets=list(by_dataset))
-    metrics = summarize(params, custom, datasets=list(by_dataset))
-    report_section(params, paths, custom, questions)
+    check_inputs(params, paths, params.evaluate.methods)  # in a second, not after the first methods' hours
+    if params.evaluate.limit is not None and any(len(qs) > params.evaluate.limit for qs in by_dataset.values()):
+        say(f"evaluate.limit={params.evaluate.limit}: only the first {params.evaluate.limit} questions of each dataset "
+            "are answered (--set evaluate.limit=null answers them all)")
+    # the named run's own lock, before anything is written: a second call with the same NAME stops here
+    with exclusive(custom.locks / "evaluate.lock", f"`skillrag evaluate --questions ... --name {name}`"):
+        rows = [q.to_dict() for qs in by_dataset.values() for q in qs]
+        # the row checks only: split sizes and original-split origins describe the bundle's sampling
+        checks = question_checks(rows, {}, params.prepare.max_question_chars)
+        run_gate("questions", {"rows": checks["rows"]}, custom.validation("questions"))
+        for dataset, qs in by_dataset.items():
+            write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
+        evaluate(params, custom, datasets=list(by_dataset))
+        metrics = summarize(params, custom, datasets=list(by_dataset))
+        report_section(params, paths, custom, questions)
     return metrics
 
 
@@ -128,10 +141,16 @@ def read_questions(path: Path, max_chars: int) -> dict[str, list[Question]]:
     path = Path(path)
     if not path.exists():
         raise DataError(f"--questions {path}: no such file or directory")
+    path = path.resolve()  # `questions.jsonl` in the working directory names its folder's dataset too
     files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
     found: dict[str, list[Question]] = {}
     for file in files:
         dataset = file.parent.name if file.name == "questions.jsonl" else file.stem
+        if not DATASET_NAME.fullmatch(dataset):
+            raise DataError(
+                f"{file}: names dataset {dataset!r}; name the file <dataset>.jsonl or <dataset>/questions.jsonl "
+                "with a dataset name of letters, digits, '_', '-' or '.' (not first)"
+            )
         if dataset in found:
             raise DataError(f"{file}: a second file for dataset {dataset!r}")
         found[dataset] = [

@@ -58,6 +58,7 @@ def evaluate(
     datasets = list(params.evaluate.datasets if datasets is None else datasets)
     chosen = list(params.evaluate.methods if methods is None else methods)
     check_methods(chosen)
+    check_inputs(params, paths, chosen)
     questions = eval_questions(params, paths, datasets)
     results: dict[str, dict[str, Any]] = {}
     waves = [[m for m in chosen if stores(m)], [m for m in chosen if not stores(m)]]
@@ -76,6 +77,26 @@ def evaluate(
                     if run["answered"]:
                         write_json(run_record(paths, method, dataset), {k: run[k] for k in ("reuse", "run_costs")})
     return results
+
+
+def check_inputs(params: Params, paths: Paths, methods: Sequence[str]) -> None:
+    """Stop in a second, naming the command that builds it, when a trained artifact one of
+    `methods` opens is absent (the prober, Adaptive-RAG's classifier, a learned router) or the
+    tuned thresholds do not read: before any model loads, not when that method's turn comes after
+    the others' hours. (Each is checked in full, digests and model identity, when it opens.)"""
+    from skillrag.methods import METHODS as CLASSES
+    from skillrag.methods.complexity import RECORD, REBUILD
+    from skillrag.methods.thresholds import load_thresholds
+    from skillrag.probe.prober import BUILD_HINT
+
+    check_methods(methods)
+    load_thresholds(paths.thresholds)
+    gated = [m for m in methods if CLASSES[m].needs_prober]
+    if gated and not (paths.probe / "probe.json").is_file():
+        raise ArtifactError(f"{', '.join(gated)} need the trained prober, absent at {paths.probe}: {BUILD_HINT}")
+    classified = [m for m in methods if CLASSES[m].needs_classifier]
+    if classified and not (paths.adaptive / RECORD).is_file():
+        raise ArtifactError(f"{', '.join(classified)} need the query-complexity classifier, absent at {paths.adaptive}: run {REBUILD}")
 
 
 def evaluate_method(params: Params, paths: Paths, method: str, shards: int = 1, map_shards: ShardMap = in_process) -> dict[str, Any]:

@@ -4,7 +4,13 @@ cost on the machine that made it.
 A stage that is interrupted and resumed (extract, train_router, train_adaptive, evaluate keep
 their finished work) runs in several legs: the seconds of each stopped leg wait in the
 workspace's `.skillrag/timings/` and are added to the leg that finishes, so the recorded time is
-the compute the stage took, not only its last leg.
+the compute the stage took, not only its last leg. Only a leg stopped by a signal counts: a run
+that fails (bad input, a gate, a lock another run holds) adds nothing, since what a resumed run
+reuses is what the stopped legs kept. A leg killed outright (SIGKILL) cannot record itself.
+
+A leg that only rebuilt a cache-only output the recorded run already describes (`Leg.rebuild`:
+`skillrag index` on a fresh clone) leaves the git-tracked timing file to that run: its own time
+goes to the workspace's untracked log `.skillrag/rebuilds.jsonl`.
 """
 
 from __future__ import annotations
@@ -14,12 +20,16 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from skillrag import interrupts
 from skillrag.files import write_json
 from skillrag.paths import Paths
+
+STOPPED = (interrupts.Interrupted, KeyboardInterrupt)  # a leg stopped by a signal: its kept work is resumed
 
 
 def timing_file(paths: Paths, stage: str) -> Path:
@@ -29,6 +39,19 @@ def timing_file(paths: Paths, stage: str) -> Path:
 
 def _legs_file(paths: Paths, stage: str) -> Path:
     return paths.locks.parent / "timings" / f"{stage.replace('@', '-')}.legs.json"
+
+
+def rebuilds_log(paths: Paths) -> Path:
+    """The untracked log of rebuild legs (one JSON record per line): what rebuilding cost here."""
+    return paths.root / ".skillrag" / "rebuilds.jsonl"
+
+
+@dataclass
+class Leg:
+    """The leg being timed. `rebuild`: set by the body when it only rebuilt outputs that the
+    recorded run already describes (same fingerprint): its time is logged in `rebuilds_log`."""
+
+    rebuild: bool = False
 
 
 def _device() -> str:
@@ -48,15 +71,16 @@ def _device() -> str:
 
 
 @contextmanager
-def timed(paths: Paths, stage: str) -> Iterator[None]:
-    """Time the body as one leg of `stage`: a leg that raises (an interrupt included) is kept for
-    later; one that finishes writes the stage's total to `timing_file`."""
+def timed(paths: Paths, stage: str) -> Iterator[Leg]:
+    """Time the body as one leg of `stage`: a leg stopped by a signal is kept for later, one that
+    fails is dropped; one that finishes writes the stage's total to `timing_file` (a rebuild leg:
+    to `rebuilds_log`, the timing file untouched)."""
     legs_file = _legs_file(paths, stage)
     earlier: list[float] = json.loads(legs_file.read_text()) if legs_file.exists() else []
-    started = time.monotonic()
+    leg, started = Leg(), time.monotonic()
     try:
-        yield
-    except BaseException:
+        yield leg
+    except STOPPED:
         legs_file.parent.mkdir(parents=True, exist_ok=True)
         legs_file.write_text(json.dumps([*earlier, time.monotonic() - started]))
         raise
@@ -68,5 +92,11 @@ def timed(paths: Paths, stage: str) -> Iterator[None]:
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "device": _device(),
     }
-    write_json(timing_file(paths, stage), record)
+    if leg.rebuild:
+        log = rebuilds_log(paths)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({**record, "rebuild": True}) + "\n")
+    else:
+        write_json(timing_file(paths, stage), record)
     legs_file.unlink(missing_ok=True)

@@ -70,11 +70,38 @@ def test_a_crash_while_repairing_a_cut_line_leaves_the_file_as_it_was(tmp_path, 
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="killed"):
-        read_traces(out)
+        run_method(_method([]), QUESTIONS[:1], out, SETTINGS)  # the run owning the file repairs it on resume
     assert out.read_text() == before  # not half-rewritten: the repair is a temp file + rename
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nq.jsonl", "nq.settings.json"]  # no debris
     monkeypatch.undo()
     assert [t.question_id for t in read_traces(out)] == ["nq-0"]
+
+
+def test_a_reader_skips_a_torn_last_line_and_leaves_the_file_to_the_run_that_owns_it(tmp_path):
+    out = tmp_path / "nq.jsonl"
+    run_method(_method([" x\nAnswer: Paris"]), QUESTIONS[:1], out, SETTINGS)
+    with out.open("a") as handle:
+        handle.write('{"question_id": "nq-1", "trunc')  # a run in flight, or killed mid-line
+    before = out.read_bytes()
+    assert [t.question_id for t in read_traces(out)] == ["nq-0"]
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (b'{"question_id": "nq-9", "answer": "caf\xe9"}', r"not UTF-8 \(byte 0xe9"),
+        (b'{"hello": "world"}', r"not a trace"),
+        (b"[1, 2]", r"not a trace"),
+    ],
+    ids=["latin-1-byte", "another-object", "not-an-object"],
+)
+def test_a_bad_trace_line_is_one_error_naming_file_and_line(tmp_path, line, problem):
+    out = tmp_path / "nq.jsonl"
+    run_method(_method([" x\nAnswer: Paris"]), QUESTIONS[:1], out, SETTINGS)
+    out.write_bytes(line + b"\n" + out.read_bytes())
+    with pytest.raises(DataError, match=rf"^{out}:1: {problem}.*delete that line"):
+        read_traces(out)
 
 
 def test_resuming_under_other_settings_is_refused_naming_them_and_keeps_the_traces(tmp_path):

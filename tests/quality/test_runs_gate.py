@@ -71,3 +71,15 @@ def test_the_gate_reads_the_runs_settings_not_the_methods_code(tmp_path):
         gate_runs(paths, ["single_step", "ircot"], ["nq"], None, 0.05)
     assert "ircot/nq: no run settings say whether it is meant to retrieve" in str(failed.value)
     assert "single_step/nq: 0" not in str(failed.value)
+
+
+def test_a_torn_last_trace_fails_the_gate_naming_the_run_and_is_left_to_its_run(tmp_path):
+    paths = _workspace(tmp_path, {"single_step": [1, 1]})
+    run_file = paths.run_file("single_step", "nq")
+    torn = run_file.read_text()[:-20]  # the second trace cut off mid-line, as a kill leaves it
+    run_file.write_text(torn)
+    with pytest.raises(GateFailed) as failed:
+        gate_runs(paths, ["single_step"], ["nq"], None, 0.05)
+    assert "[coverage] expect_column_pair_values_to_be_equal" in str(failed.value)
+    assert "(run: single_step/nq)" in str(failed.value)
+    assert run_file.read_text() == torn  # a reader never rewrites the evaluate stage's output

@@ -58,3 +58,30 @@ def test_the_hosted_job_fetches_the_data_bundle_or_fails_saying_why():
 def test_the_command_the_workflow_runs_exists():
     result = CliRunner().invoke(cli.app, ["report", "--help"])
     assert result.exit_code == 0 and "--against" in result.output and "--out" in result.output
+
+
+def test_the_self_hosted_job_runs_no_forks_code_and_pushes_nothing():
+    """A persistent runner holding the data and the DVC remote runs only same-repository pull
+    requests or a maintainer's dispatch, and a pull request's run writes nothing to the remote."""
+    flow = _workflow()
+    default = flow["jobs"]["default"]
+    condition = " ".join(default["if"].split())
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in condition
+    assert "vars.SKILLRAG_SELF_HOSTED == 'true' && (" in condition  # the repository check is never or-ed away
+    assert set(flow[True]) <= {"pull_request", "workflow_dispatch"}  # no pull_request_target: no secrets for forks
+    for job in flow["jobs"].values():
+        assert "dvc push" not in _runs(job)
+        checkout = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/checkout"))
+        assert checkout["with"]["persist-credentials"] is False
+
+
+def test_the_data_secret_reaches_nothing_the_pull_request_built():
+    """The step holding SKILLRAG_DATA_URL runs before the pull request's set-up and uses no tool of
+    its venv; no other step sees the secret."""
+    steps = _workflow()["jobs"]["tiny"]["steps"]
+    holders = [i for i, step in enumerate(steps) if "secrets.SKILLRAG_DATA_URL" in str(step)]
+    assert len(holders) == 1
+    data = steps[holders[0]]
+    first_pr_code = next(i for i, step in enumerate(steps) if "scripts/setup.sh" in step.get("run", ""))
+    assert holders[0] < first_pr_code
+    assert ".venv" not in data["run"] and "RUNNER_TEMP/fetch/bin/dvc" in data["run"]

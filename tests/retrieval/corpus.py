@@ -53,6 +53,7 @@ class BuiltIndex:
     corpus_dir: Path
     index_dir: Path
     stats: IndexStats
+    dense_dir: Path  # the dense index's own root (skillrag.retrieval.dense.build_dense)
 
 
 def make_passages() -> list[Passage]:

@@ -71,8 +71,8 @@ def test_tied_bm25_scores_are_ranked_by_id_not_by_lucenes_order() -> None:
 
 
 def test_hybrid_over_the_built_index_returns_hits_of_both_sides(built: BuiltIndex) -> None:
-    hybrid = open_retriever("hybrid", built.index_dir, fusion_depth=5)
-    lucene, dense = open_retriever("lucene", built.index_dir), open_retriever("dense", built.index_dir)
+    hybrid = open_retriever("hybrid", built.index_dir, fusion_depth=5, dense_dir=built.dense_dir)
+    lucene, dense = open_retriever("lucene", built.index_dir), open_retriever("dense", built.index_dir, dense_dir=built.dense_dir)
     hits = hybrid.search("which scientist discovered penicillin", 6)
     assert len(hits) == 6 and hits[0].passage.id == "p09"
     assert all(isinstance(hit, Hit) for hit in hits)

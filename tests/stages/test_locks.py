@@ -63,3 +63,11 @@ def test_a_second_train_probe_stops_with_one_line_naming_the_holder(held, monkey
     err = capsys.readouterr().err
     assert info.value.code == 1 and len(err.strip().splitlines()) == 1
     assert f"error: `skillrag train-probe` is already running on this workspace (pid {holder.pid}: " in err
+
+
+def test_a_refused_run_adds_no_leg_to_the_stage_timing(held):
+    paths, _ = held
+    params = load_params(paths.root / "params.yaml")
+    with pytest.raises(WorkspaceBusy):
+        STAGES["summarize"](params, paths)
+    assert not list((paths.root / ".skillrag").rglob("*.legs.json"))

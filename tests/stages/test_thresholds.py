@@ -272,3 +272,18 @@ def test_tuned_baselines_retrieve_when_evaluated(tmp_path, monkeypatch):
     for name in names:
         assert metrics[name]["nq"]["never_retrieved"] == 0, name
         assert metrics[name]["nq"]["acc"] == 1.0, name
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"thresholds": {"methods.flare.theta": 0.3', '{"thresholds": {"methods.flare.theta": "high"}}', '{"other": 1}', "[]"],
+    ids=["truncated", "not-a-number", "no-thresholds", "not-an-object"],
+)
+def test_a_corrupted_thresholds_file_is_one_line_naming_it_and_the_command_that_rewrites_it(tmp_path, text):
+    from skillrag.errors import ArtifactError
+
+    path = tmp_path / "thresholds.json"
+    path.write_text(text)
+    with pytest.raises(ArtifactError, match=rf"^{path} is corrupted .*`skillrag tune-thresholds`") as info:
+        load_thresholds(path)
+    assert "\n" not in str(info.value)
