@@ -389,17 +389,19 @@ def ask(
 
     from skillrag.data.schema import Question
     from skillrag.methods import METHODS, build_method
-    from skillrag.registry import check_methods
     from skillrag.runtime.components import open_components
+    from skillrag.stages.evaluation import check_inputs
+    from skillrag.stages.indexing import ensure_index
 
     params, paths = state.params(), state.paths()
-    check_methods([method])
+    check_inputs(params, paths, [method])  # a missing prober or classifier in a second, before any index is built
     text = " ".join(question.split())
     if not text:
         _fail("the question is empty")
     limit = params.prepare.max_question_chars
     if len(text) > limit:
         _fail(f"the question has {len(text):,} characters, over prepare.max_question_chars={limit:,}")
+    ensure_index(params, paths, _say)
     with console.status("loading model, index and the method's artifacts ..."):
         components = open_components(
             params, paths, METHODS[method].needs_prober, needs_classifier=METHODS[method].needs_classifier, method=method
@@ -581,9 +583,11 @@ def search(
     from rich.table import Table
 
     from skillrag import runtime
+    from skillrag.stages.indexing import ensure_index
 
     if backend:
         params = params.model_copy(update={"retrieval": params.retrieval.model_copy(update={"backend": backend})})
+    ensure_index(params, paths, _say)
     retriever = runtime.open_retriever(params, paths)
     table = Table("rank", "score", "id", "title", "text", show_lines=True)
     for rank, hit in enumerate(retriever.search(query, k), start=1):

@@ -15,10 +15,18 @@ from skillrag.errors import ConfigError
 from skillrag.methods import Components
 from skillrag.registry import METHOD_NAMES
 from skillrag.runtime import components
+from skillrag.stages import indexing
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import FakeLM, OverlapRetriever
+from tests.retrieval.corpus import make_passages
 
 runner = CliRunner()
+
+
+@pytest.fixture
+def index_built(monkeypatch) -> None:
+    """The BM25 index taken as present (the commands build a missing one first, from the real corpus)."""
+    monkeypatch.setattr(indexing, "ensure_index", lambda params, paths, say: None)
 
 
 @pytest.fixture
@@ -61,9 +69,15 @@ def test_evaluating_an_unknown_method_is_one_line_naming_the_known_ones(params_f
     assert err.strip().splitlines() == [f"error: unknown method 'nosuch' (choose from {', '.join(METHOD_NAMES)})"]
 
 
-def test_missing_index_names_the_command_that_builds_it(params_file):
-    code, out = invoke(params_file, "search", "anything")
-    assert code == 1 and "skillrag index" in out
+def test_a_search_on_a_fresh_clone_builds_the_missing_index_first_and_says_so(tmp_path):
+    corpus = tmp_path / "passages.jsonl"
+    corpus.write_text("".join(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n" for p in make_passages()))
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["index"].update(corpus_file=str(corpus), smoke_queries=4)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    code, out = invoke(tmp_path / "params.yaml", "search", "Penicillin", "-k", "1")
+    assert code == 0, out
+    assert "no index at" in out and "Penicillin" in out.split("no index at")[1]
 
 
 def test_too_long_question_is_refused_naming_the_limit(params_file, monkeypatch):
@@ -77,7 +91,7 @@ def test_search_k_below_one_is_a_parameter_error(params_file):
     assert code == 2 and "Invalid value for '-k'" in out and "Traceback" not in out
 
 
-def test_ask_shows_rounds_live(params_file, monkeypatch):
+def test_ask_shows_rounds_live(params_file, index_built, monkeypatch):
     lm = FakeLM(replies=[" It is Paris.\nAnswer: Paris"])
     retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
     monkeypatch.setattr(components, "open_components", lambda *a, **k: Components(lm, retriever))
@@ -92,7 +106,7 @@ def test_help_lists_every_stage():
         assert command in out
 
 
-def test_ctrl_c_mid_answer_exits_cleanly(params_file, monkeypatch, capfd):
+def test_ctrl_c_mid_answer_exits_cleanly(params_file, index_built, monkeypatch, capfd):
     class InterruptedLM(FakeLM):
         def generate(self, *args, **kwargs):
             raise KeyboardInterrupt
@@ -135,11 +149,11 @@ def test_a_configuration_error_is_one_line_and_exit_status_2(params_file, monkey
     assert info.value.code == 2 and err.startswith("error: profile 'nosuch' is not in") and len(err.strip().splitlines()) == 1
 
 
-def test_a_bug_keeps_its_traceback_even_as_a_value_error(params_file, monkeypatch, capsys):
+def test_a_bug_keeps_its_traceback_even_as_a_value_error(params_file, index_built, monkeypatch, capsys):
     """A ValueError from inside the code is not the user's to fix: it propagates (Python prints its
     traceback) instead of becoming an `error:` line."""
 
-    def broken(*args):
+    def broken(*args, **kwargs):
         raise ValueError("an internal invariant broke")
 
     monkeypatch.setattr("skillrag.retrieval.open_retriever", broken)

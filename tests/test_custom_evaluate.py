@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from skillrag import cli, runtime
+from skillrag.stages import indexing
 from tests.conftest import REPO, write_rows
 from tests.fake_cli import PausingLM, make_workspace
 from tests.fakes import CORPUS, OverlapRetriever
@@ -25,6 +26,7 @@ from tests.stages.test_locks import HOLDER
 def workspace(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(runtime, "open_lm", lambda params: PausingLM())
     monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
+    monkeypatch.setattr(indexing, "ensure_index", lambda params, paths, say: None)  # the faked retriever is the index
     return make_workspace(tmp_path / "ws")
 
 

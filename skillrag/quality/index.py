@@ -97,7 +97,7 @@ def gate_index(
 
 
 def gate_dense(corpus_dir: Path, dense_root: Path, smoke_queries: int, result_path: Path) -> dict[str, Any]:
-    """The gate after the dense index is built (`skillrag.stages.indexing.ensure_dense`): its files
+    """The gate after the dense index is built (`skillrag.runtime.ensure_dense`): its files
     against its manifest, one vector per passage of the collection, unit-length vectors, and the
     index gate's smoke queries in the dense top 10."""
     from skillrag.retrieval import DenseRetriever

@@ -5,7 +5,9 @@ like `extract`, do not depend on the methods' code.)"""
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from skillrag.config import Params
@@ -37,17 +39,43 @@ def _say(line: str) -> None:
 
 
 def open_retriever(params: Params, paths: Paths) -> Any:
-    """The configured backend, built first when this machine has none (a fresh clone keeps no
-    index): the BM25 indexes in seconds (`ensure_index`), the dense one for a dense or hybrid
-    backend in minutes (`ensure_dense`), each said on stderr."""
+    """The configured backend over the BM25 index (built by the `index` stage, or by
+    `skillrag.stages.indexing.ensure_index` for the commands that build a missing one); a dense or
+    hybrid backend builds the dense index first when this machine has none (`ensure_dense`, said on
+    stderr)."""
     from skillrag.retrieval import open_retriever as open_backend
-    from skillrag.stages.indexing import ensure_dense, ensure_index
 
     r = params.retrieval
-    ensure_index(params, paths, _say)
     if r.backend in DENSE_BACKENDS:
         ensure_dense(params, paths, _say)
     return open_backend(r.backend, paths.index, r.k1, r.b, r.fusion_k, r.fusion_depth, dense_dir=paths.dense_index)
+
+
+def ensure_dense(params: Params, paths: Paths, say: Callable[[str], None]) -> None:
+    """Build the dense index of the BM25 index's passages (data/corpus/) in data/dense/ when it is
+    absent or made from another corpus, then gate it and write its fingerprint beside it (neither in git nor a DVC
+    output: each machine builds its own, on first use by a dense or hybrid backend)."""
+    from skillrag.errors import ArtifactError
+    from skillrag.files import exclusive, write_json
+    from skillrag.quality.index import gate_dense
+    from skillrag.retrieval import build_dense, dense_fingerprint
+    from skillrag.retrieval.fingerprint import MANIFEST, corpus_digest
+    from skillrag.retrieval.index import read_collection
+
+    if not (paths.index / MANIFEST).is_file():
+        raise ArtifactError(f"no BM25 index at {paths.index} to embed: run `skillrag index` (or `dvc repro index`) first")
+    with exclusive(paths.locks / "dense.lock", "building the dense index"):
+        corpus = corpus_digest(paths.corpus)
+        built = paths.dense_fingerprint
+        if built.is_file() and json.loads(built.read_text(encoding="utf-8")).get("corpus_sha256") == corpus:
+            return
+        passages = read_collection(paths.corpus)
+        say(f"the {params.retrieval.backend} backend needs the dense index, absent at {paths.dense_index}: embedding "
+            f"{len(passages):,} passages with all-MiniLM-L6-v2 once (~110 passages/s on two cores)")
+        build_dense(passages, paths.dense_index)
+        gate_dense(paths.corpus, paths.dense_index, params.index.smoke_queries, paths.dense_index / "validation.json")
+        queries = json.loads(paths.index_fingerprint.read_text(encoding="utf-8"))["smoke"]["queries"]  # the index's own
+        write_json(built, dense_fingerprint(paths.corpus, paths.dense_index, queries))
 
 
 def retrieval_identity(params: Params, paths: Paths) -> Any:
@@ -57,8 +85,6 @@ def retrieval_identity(params: Params, paths: Paths) -> Any:
     from skillrag.retrieval.fingerprint import retrieval_identity as identity_of
 
     if params.retrieval.backend in DENSE_BACKENDS:
-        from skillrag.stages.indexing import ensure_dense
-
         ensure_dense(params, paths, _say)
     return identity_of(params.retrieval.backend, paths.index_fingerprint, paths.dense_fingerprint)
 

@@ -31,11 +31,12 @@ def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str, sa
     """Gate the questions at `questions`, copy them to data/custom/NAME/questions/eval/, and run
     `evaluate` and `summarize` there: traces in data/custom/NAME/runs/, metrics and a report section
     (`report_section`) in reports/custom/NAME/. Before anything is written: every trained artifact
-    the methods open is checked and the named run's lock is taken (a missing index is built when
-    the methods open it, `runtime.open_retriever`). `say`: where the progress lines go."""
+    the methods open is checked and the named run's lock is taken; then a missing BM25 index is
+    built (`ensure_index`, as on a fresh clone). `say`: where the progress lines go."""
     from skillrag.files import exclusive
     from skillrag.quality.gate import run_gate
     from skillrag.quality.questions import question_checks
+    from skillrag.stages.indexing import ensure_index
 
     custom = paths.for_custom(name)
     by_dataset = read_questions(questions, params.prepare.max_question_chars)
@@ -51,6 +52,7 @@ def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str, sa
         run_gate("questions", {"rows": checks["rows"]}, custom.validation("questions"))
         for dataset, qs in by_dataset.items():
             write_jsonl(custom.question_file("eval", dataset), (q.to_dict() for q in qs))
+        ensure_index(params, paths, say)
         evaluate(params, custom, datasets=list(by_dataset))
         metrics = summarize(params, custom, datasets=list(by_dataset))
         report_section(params, paths, custom, questions)

@@ -4,8 +4,8 @@ git: what the stages that read the index depend on and what their runs record) a
 
 A build that reproduces the recorded fingerprint is a rebuild (`IndexStats.rebuild`): on a fresh
 clone the committed timing stays the recorded run's. The user-facing commands that read the index
-build a missing one themselves (`ensure_index`), and the dense index (minutes, not seconds) is
-built only when a dense or hybrid backend first needs it (`ensure_dense`, data/dense/)."""
+build a missing one themselves (`ensure_index`); the dense index (minutes, not seconds) is built
+only when a dense or hybrid backend first needs it (`skillrag.runtime.ensure_dense`, data/dense/)."""
 
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ def gate_index(params: Params, paths: Paths) -> dict[str, Any]:
 
 def ensure_index(params: Params, paths: Paths, say: Say) -> None:
     """Build the BM25 indexes (stage `index`, seconds) when they are absent, as on a fresh clone,
-    saying so: `ask`, `search` and `evaluate --questions` need them, and nothing else
-    (`skillrag.runtime.open_retriever` calls it)."""
+    saying so: `ask`, `search` and the evaluate stages call it before opening a retriever (in the
+    pipeline the index is a DVC dependency, so it is there and this does nothing)."""
     from skillrag.retrieval.fingerprint import MANIFEST
     from skillrag.stages import STAGES
 
@@ -62,28 +62,3 @@ def ensure_index(params: Params, paths: Paths, say: Say) -> None:
     stats = STAGES["index"](params, paths)
     kept = "the recorded one" if stats.rebuild else f"a new one, recorded in {paths.index_fingerprint}"
     say(f"index: {stats.passages} passages in {stats.seconds:.1f} s, {kept}")
-
-
-def ensure_dense(params: Params, paths: Paths, say: Say) -> None:
-    """Build the dense index of the BM25 index's passages (data/corpus/) in data/dense/ when it is
-    absent or made from another corpus, then gate it and write its fingerprint beside it (neither in git nor a DVC
-    output: each machine builds its own, on first use by a dense or hybrid backend)."""
-    from skillrag.files import exclusive, write_json
-    from skillrag.quality.index import gate_dense
-    from skillrag.retrieval import build_dense, dense_fingerprint
-    from skillrag.retrieval.fingerprint import corpus_digest
-    from skillrag.retrieval.index import read_collection
-
-    ensure_index(params, paths, say)
-    with exclusive(paths.locks / "dense.lock", "building the dense index"):
-        corpus = corpus_digest(paths.corpus)
-        built = paths.dense_fingerprint
-        if built.is_file() and json.loads(built.read_text(encoding="utf-8")).get("corpus_sha256") == corpus:
-            return
-        passages = read_collection(paths.corpus)
-        say(f"the {params.retrieval.backend} backend needs the dense index, absent at {paths.dense_index}: embedding "
-            f"{len(passages):,} passages with all-MiniLM-L6-v2 once (~110 passages/s on two cores)")
-        build_dense(passages, paths.dense_index)
-        gate_dense(paths.corpus, paths.dense_index, params.index.smoke_queries, paths.dense_index / "validation.json")
-        queries = json.loads(paths.index_fingerprint.read_text(encoding="utf-8"))["smoke"]["queries"]  # the index's own
-        write_json(built, dense_fingerprint(paths.corpus, paths.dense_index, queries))

@@ -20,7 +20,7 @@ from skillrag.retrieval import IndexCorruptError
 from skillrag.retrieval.dense import VECTORS, build_dense_index, stored_vectors
 from skillrag.retrieval.fingerprint import write_index_manifest
 from skillrag.stages import STAGES
-from skillrag.stages.indexing import ensure_dense
+from skillrag.runtime import ensure_dense
 from tests.retrieval.corpus import make_passages
 
 

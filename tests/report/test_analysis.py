@@ -76,6 +76,8 @@ def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, mon
     monkeypatch.setattr(runtime, "open_lm", lambda params: RuleLM())
     params = load_params(workspace / "params.yaml", overrides=["evaluate.methods=[probing_rag, skill_rag]"])
     paths = Paths(workspace)
+    (paths.probe / "probe.json").parent.mkdir(parents=True, exist_ok=True)  # the hashed prober stands for a trained one
+    (paths.probe / "probe.json").write_text("{}")
     stages.evaluate(params, paths)
 
     def rounds(method: str) -> list[dict]:

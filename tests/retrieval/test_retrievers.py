@@ -31,7 +31,7 @@ def retriever(request: pytest.FixtureRequest, built: BuiltIndex) -> Retriever:
 
 @pytest.fixture(params=BACKENDS)
 def any_retriever(request: pytest.FixtureRequest, built: BuiltIndex) -> Retriever:
-    return open_retriever(request.param, built.index_dir)
+    return open_retriever(request.param, built.index_dir, dense_dir=built.dense_dir)
 
 
 @pytest.mark.parametrize(("query", "expected"), QUERIES.items())

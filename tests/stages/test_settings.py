@@ -23,8 +23,12 @@ BM25_KNOBS = {"retrieval.backend", "retrieval.k", "retrieval.passage_words", "re
 
 @pytest.fixture
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Paths:
-    """Both fingerprints and a question file; the model's identity stubbed (no weights here)."""
+    """Both fingerprints and a question file; the model's identity stubbed (no weights here) and the
+    dense index taken as built (its fingerprint below), so that no index is built from the real corpus."""
+    from skillrag import runtime
+
     monkeypatch.setattr(loading, "model_identity", lambda *args: {"name": "stub"})
+    monkeypatch.setattr(runtime, "ensure_dense", lambda params, paths, say: None)
     paths = Paths(tmp_path)
     write_json(paths.index_fingerprint, {"corpus_sha256": "corpus"})
     write_json(paths.dense_fingerprint, {"corpus_sha256": "corpus", "encoder": "minilm"})
