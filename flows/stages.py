@@ -19,7 +19,7 @@ from prefect import Flow, flow
 
 from flows.common import load, run_stage_on
 from skillrag import interrupts
-from skillrag.stages import STAGES, Stage
+from skillrag.pipeline.stages import STAGES, Stage
 
 
 def stage_flow(stage: Stage) -> Flow:

@@ -20,10 +20,11 @@ from skillrag.env import apply_offline_defaults
 
 apply_offline_defaults()
 
-from skillrag import interrupts, stages
+from skillrag import interrupts
 from skillrag.config import Params, load_params
 from skillrag.errors import ConfigError, UserError
 from skillrag.paths import Paths
+from skillrag.pipeline import stages
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
@@ -67,10 +68,10 @@ def main(
 
 
 def _start_afresh_in_an_experiment_copy() -> None:
-    """In a `skillrag exp` copy, the stage clears the baseline's resumable traces (skillrag.experiment)."""
+    """In a `skillrag exp` copy, the stage clears the baseline's resumable traces (skillrag.pipeline.experiment)."""
     import os
 
-    from skillrag.experiment import start_afresh
+    from skillrag.pipeline.experiment import start_afresh
 
     for path in start_afresh(state.params_file.resolve().parent):
         console.print(f"experiment {os.environ['DVC_EXP_NAME']}: {path} held the baseline's run; "
@@ -223,7 +224,7 @@ def evaluate(
         if questions is not None:
             _fail("--method runs one stage of the pipeline; --questions runs every method on your questions")
         paths = state.paths()
-        results = {method: stages.evaluate_method(state.params(), paths, method)}
+        results = {method: stages.evaluate.evaluate_method(state.params(), paths, method)}
         _done("evaluate", results, paths)
         return
     if questions is None:
@@ -231,7 +232,7 @@ def evaluate(
         _done("evaluate", results, paths)
         metrics, paths = _run_stage("summarize")
     else:
-        from skillrag.stages.custom import evaluate_custom
+        from skillrag.pipeline.stages.custom import evaluate_custom
 
         paths = state.paths()
         metrics = evaluate_custom(state.params(), paths, questions, name or "")
@@ -290,7 +291,7 @@ def report(
         result, paths = _run_stage("report")
         _done("report", result, paths)
         return
-    from skillrag.stages.reporting import pr_comment
+    from skillrag.pipeline.stages.report import pr_comment
 
     body = pr_comment(state.params(), state.paths(), against, out)
     if out is None:
@@ -334,7 +335,7 @@ def repro(
     reachable, and one git commit per stage. A resumable stage commits its partial outputs every
     --checkpoint and on SIGINT/SIGTERM (exit 130/143); rerun the same command, here or on a fresh
     clone, to continue. Estimates come from reports/timings/<stage>.json."""
-    from skillrag.repro import Runner, deadline_of, parse_duration
+    from skillrag.pipeline.repro import Runner, deadline_of, parse_duration
 
     if state.profile not in (None, "default"):
         _fail(f"repro runs dvc.yaml's pipeline (params.yaml as it is); to run profile {state.profile!r}: skillrag exp {state.profile}")
@@ -380,8 +381,8 @@ def ask(
 
     from skillrag.data.schema import Question
     from skillrag.methods import METHODS, build_method
+    from skillrag.pipeline.runtime.components import open_components
     from skillrag.registry import check_methods
-    from skillrag.runtime.components import open_components
 
     params, paths = state.params(), state.paths()
     check_methods([method])
@@ -423,8 +424,8 @@ def recommit(
     with the base commit's code and once with the working tree's, has it write the same small
     outputs (traces, metrics, state rows, prober and router records, fingerprints, gate results).
     Two tiny runs, about 16 minutes each on two cores; then `dvc commit -f` of those stages; the
-    others are listed for `skillrag repro` (skillrag.recommit)."""
-    from skillrag import recommit as rc
+    others are listed for `skillrag repro` (skillrag.pipeline.recommit)."""
+    from skillrag.pipeline import recommit as rc
 
     root = state.params_file.resolve().parent
     if keep is not None and keep.exists():
@@ -462,7 +463,7 @@ def dvc_yaml(
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 when dvc.yaml is not what the registry gives.")] = False,
 ) -> None:
     """Write dvc.yaml (beside params.yaml) from the method and stage registry (skillrag/registry.py)."""
-    from skillrag import dvc_yaml as generator
+    from skillrag.pipeline import dvc_yaml as generator
 
     project = state.params_file.resolve().parent
     if generator.write(project, check=check):
@@ -508,7 +509,7 @@ def deploy(
     (PREFECT_API_URL), creating the pool when it does not exist: on a CPU-only machine
     `skillrag deploy --pool cpu` gives pipeline-cpu and reevaluate-cpu (`prefect deploy --all`
     stops at pipeline-gpu when there is no gpu pool)."""
-    from skillrag.deploy import deploy as deploy_pool
+    from skillrag.pipeline.deploy import deploy as deploy_pool
 
     try:
         names = deploy_pool(state.params_file.resolve().parent, pool)
@@ -569,7 +570,7 @@ def search(
     params, paths = state.params(), state.paths()
     from rich.table import Table
 
-    from skillrag import runtime
+    from skillrag.pipeline import runtime
 
     if backend:
         params = params.model_copy(update={"retrieval": params.retrieval.model_copy(update={"backend": backend})})

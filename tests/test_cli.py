@@ -9,12 +9,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from skillrag import cli, runtime
+from skillrag import cli
 from skillrag.data.schema import Passage
 from skillrag.errors import ConfigError
 from skillrag.methods import Components
+from skillrag.pipeline import runtime
+from skillrag.pipeline.runtime import components
 from skillrag.registry import METHOD_NAMES
-from skillrag.runtime import components
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import FakeLM, OverlapRetriever
 

@@ -1,6 +1,6 @@
 """The skillrag packages form layers: no package imports, directly or through others, a package
 that imports it back. Every import counts, at any depth of a module (a function-level import is
-still a dependency); a top-level module (`skillrag/runtime.py`) is a package of its own."""
+still a dependency); a top-level module (`skillrag/answering.py`) is a package of its own."""
 
 from __future__ import annotations
 

@@ -13,12 +13,12 @@ import pytest
 from skillrag.config import Params
 from skillrag.files import write_jsonl
 from skillrag.paths import Paths
+from skillrag.pipeline.stages import STAGES
+from skillrag.pipeline.stages.index import gate_index
 from skillrag.quality.gate import GateFailed
 from skillrag.retrieval import IndexCorruptError
 from skillrag.retrieval.dense import VECTORS, build_dense_index, stored_vectors
 from skillrag.retrieval.fingerprint import write_index_manifest
-from skillrag.stages import STAGES
-from skillrag.stages.indexing import gate_index
 from tests.retrieval.corpus import make_passages
 
 
