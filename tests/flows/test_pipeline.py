@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from skillrag.pipeline.repro import Runner
-from tests.test_repro import _environment, _messages, make_project  # noqa: F401  (_environment: autouse, git identity and PATH)
+from tests.pipeline.test_repro import _environment, _messages, make_project  # noqa: F401  (_environment: autouse, git identity and PATH)
 
 pytestmark = pytest.mark.slow  # a temporary Prefect server
 
