@@ -20,7 +20,7 @@ from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
 from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, fake_pooled, without_latency
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
