@@ -80,7 +80,8 @@ def gate_index(
     from skillrag.retrieval import DenseRetriever, LuceneRetriever
     from skillrag.retrieval.bm25s_backend import count_bm25s_docs
     from skillrag.retrieval.dense import stored_vectors
-    from skillrag.retrieval.fingerprint import BACKEND_DIRS, SMOKE_K, smoke_queries, verify_index
+    from skillrag.retrieval.fingerprint import SMOKE_K, smoke_queries
+    from skillrag.retrieval.index_manifest import BACKEND_DIRS, verify_index
     from skillrag.retrieval.lucene_backend import count_lucene_docs
 
     for backend in BACKEND_DIRS:

