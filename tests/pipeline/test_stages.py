@@ -291,3 +291,21 @@ def test_train_router_measures_each_gated_methods_own_retry_and_fits_the_prompt_
     assert report["prompt_router"]["fitted_choices"]["fixed"] >= report["prompt_router"]["content_free_choices"]["fixed"]
     as_run = report["router_as_run"]
     assert as_run["router"] == "prompt" and as_run["states"] == 20 and sum(as_run["chosen"].values()) == 20
+
+
+def test_each_stage_has_one_name_its_module_and_command_derive_from():
+    """One spelling of a stage name: the stage table uses the registry's (DVC's) names, the stage's
+    module is named as it, and its CLI command and Prefect flow are the name with dashes."""
+    from typer.main import get_command
+
+    from skillrag import registry
+    from skillrag.cli import app
+
+    dvc_stages = {name.split("-")[0] for name in registry.STAGES}  # evaluate-<method> -> evaluate
+    assert set(stages.STAGES) == dvc_stages
+    for entry in registry.STAGES.values():
+        assert entry.module == f"skillrag.pipeline.stages.{entry.name.split('-')[0]}"
+        assert entry.command.split()[0] == entry.name.split("-")[0].replace("_", "-")
+    commands = set(get_command(app).commands)
+    assert {stage.command for stage in stages.STAGES.values()} <= commands
+    assert stages.STAGES["train_probe"].command == "train-probe"

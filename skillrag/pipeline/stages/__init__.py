@@ -34,25 +34,34 @@ from skillrag.pipeline.timing import timed
 
 @dataclass(frozen=True)
 class Stage:
-    """A stage as users name it (CLI command, Prefect flow): its function, the gate that checks its
-    output afterwards (None: it gates itself before publishing), and its closing line.
+    """A stage as users run it (CLI command, Prefect flow): its name (the DVC stage's; `evaluate`
+    runs every `evaluate-<method>` stage), the help the CLI shows, its function, the gate that
+    checks its output afterwards (None: it gates itself before publishing), its closing line and
+    the lines the CLI prints before it.
 
-    `run` holds the stage's workspace lock (`.skillrag/locks/<name>.lock`), taken here for every
+    `run` holds the stage's workspace lock (`.skillrag/locks/<command>.lock`), taken here for every
     stage, so two runs of one stage on one workspace never write the same outputs at once: the
     second stops at once, naming the first. A `timed` stage's wall time (gate included) goes to
-    reports/timings/<DVC stage name>.json (skillrag.pipeline.timing)."""
+    reports/timings/<name>.json (skillrag.pipeline.timing)."""
 
     name: str
+    help: str
     run: StageFn
     gate: StageFn | None
     summary: Callable[[Any, Paths], str]
+    details: Callable[[Any], list[str]] = lambda result: []
     timed: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "run", exclusive(self.run, self.name))
+        object.__setattr__(self, "run", exclusive(self.run, self.command))
+
+    @property
+    def command(self) -> str:
+        """Its CLI command and Prefect flow name: the stage name with dashes (`train-probe`)."""
+        return self.name.replace("_", "-")
 
     def __call__(self, params: Params, paths: Paths) -> Any:
-        with timed(paths, self.name.replace("-", "_")) if self.timed else nullcontext():
+        with timed(paths, self.name) if self.timed else nullcontext():
             result = self.run(params, paths)
             if self.gate is not None:
                 self.gate(params, paths)
@@ -139,21 +148,152 @@ def _thresholds_summary(report: dict[str, Any], paths: Paths) -> str:
     )
 
 
+def _prepare_details(counts: dict[str, dict[str, int]]) -> list[str]:
+    return [f"{split:>5}: " + ", ".join(f"{d} {n}" for d, n in by_dataset.items()) for split, by_dataset in counts.items()]
+
+
+def _index_details(stats: Any) -> list[str]:
+    return [f"Lucene {stats.lucene_seconds:.1f} s, bm25s {stats.bm25s_seconds:.1f} s, dense {stats.dense_seconds:.1f} s"]
+
+
+def _extract_details(summary: dict[str, Any]) -> list[str]:
+    return [f"  {key}: {n}" for key, n in summary["by_split_strategy_label"].items()]
+
+
+def _probe_details(report: dict[str, Any]) -> list[str]:
+    from skillrag.report.tables import decision_points
+
+    recipe = report["recipe"]
+    lines = [f"note: {note}" for note in report["notes"]]
+    lines.append(f"recipe: {recipe['name']}, pooling {recipe['pooling']}, {recipe['network']}, {len(recipe['layers'])} layer(s)")
+    for point, cut in decision_points(report["cuts"]):
+        if cut and cut["n"]:
+            what = "retrieves" if point == "before_retrieval" else "retries"
+            lines.append(
+                f"{point}: cut {cut['cut']:.3f} {what} {cut['reject_rate']:.0%} of dev answers, dev ACC {cut['acc']:.3f} "
+                f"(all: {cut['acc_reject_all']:.3f}, none: {cut['acc_accept_all']:.3f})"
+            )
+    return lines
+
+
+def _router_details(summary: dict[str, Any]) -> list[str]:
+    lines = [f"{summary['examples']} training examples from {summary['questions']} questions: {summary['by_skill']}"]
+    if summary["trained"] and summary["cv_accuracy"] is not None:
+        lines.append(
+            f"{summary['cv_folds']}-fold accuracy {summary['cv_accuracy']:.3f} "
+            f"(always the most frequent skill: {summary['majority_accuracy']:.3f})"
+        )
+    return lines
+
+
+def _adaptive_details(report: dict[str, Any]) -> list[str]:
+    train, dev = report["train"], report["dev"]
+    lines = [f"train labels: {train['labels']} ({train['defaulted']} of {train['questions']} defaulted; ircot run on {train['ircot_runs']})"]
+    if dev["accuracy"] is not None:
+        lines.append(
+            f"dev accuracy {dev['accuracy']:.3f} (always {dev['majority_label']}: {dev['majority_accuracy']:.3f}); "
+            f"dev ACC routed {dev['acc']['adaptive']:.3f}, single_step {dev['acc']['single_step']:.3f}"
+        )
+    return lines
+
+
+def _thresholds_details(report: dict[str, Any]) -> list[str]:
+    return [
+        f"{method}: {trigger['param']} = {trigger['value']:.4g}; dev retrieval "
+        + ", ".join(f"{d} {r:.0%}" for d, r in trigger["dev_retrieval_rate_by_dataset"].items())
+        for method, trigger in report["triggers"].items()
+    ]
+
+
+def _analyze_details(result: dict[str, Any]) -> list[str]:
+    return [f"note: {note}" for note in result["notes"]]
+
+
 STAGES: dict[str, Stage] = {
     stage.name: stage
     for stage in (
-        Stage("prepare", prepare.prepare, prepare.gate_prepare, _prepare_summary),
-        Stage("index", index.index, index.gate_index, _index_summary),
-        Stage("extract", extract.extract, extract.gate_extract, _extract_summary),
-        Stage("train-router", train_router.train_router, None, _router_summary),  # before train-probe: its retry rates set the after-evidence cuts
-        Stage("train-probe", train_probe.train_probe, None, _probe_summary),
-        Stage("train-adaptive", train_adaptive.train_adaptive, None, _adaptive_summary),
-        Stage("tune-thresholds", tune_thresholds.tune_thresholds, None, _thresholds_summary),
-        Stage("evaluate", evaluate.evaluate, None, _evaluate_summary, timed=False),  # timed per method: evaluate-<method>
-        Stage("summarize", summarize.summarize, None, _summarize_summary),
-        Stage("analyze", analyze.analyze, None, _analyze_summary),
-        Stage("report", report.report, None, _report_summary),
+        Stage(
+            "prepare", "Sample the train/dev prober pools and the per-dataset evaluation sets into data/questions/.",
+            prepare.prepare, prepare.gate_prepare, _prepare_summary, _prepare_details,
+        ),
+        Stage(
+            "index", "Write the corpus as a pyserini JsonCollection (data/corpus/) and build the Lucene and bm25s BM25 "
+            "indexes and the dense index (data/index/), then run the index quality gate.",
+            index.index, index.gate_index, _index_summary, _index_details,
+        ),
+        Stage(
+            "extract", "Answer the train/dev questions closed-book and with BM25 top-k, capturing the prober's hidden "
+            "states in the same generation (data/states/). Resumes an interrupted run.",
+            extract.extract, extract.gate_extract, _extract_summary, _extract_details,
+        ),
+        Stage(  # before train_probe: its retry rates set the after-evidence cuts
+            "train_router", "Train the learned skill router (methods.router: learned) on train questions: from each wrong "
+            "single-step answer every query skill is tried, and the state is labelled by gold with the first skill that "
+            "answered right, else exit (data/router/); its cross-validated accuracy goes to reports/router_metrics.json. "
+            "Too few examples per skill: a note, no router.",
+            train_router.train_router, None, _router_summary, _router_details,
+        ),
+        Stage(
+            "train_probe", "Train the prober on the train states (probe.recipe: by default chosen by question-grouped CV), "
+            "choose each decision point's acceptance cut on dev by what it does to answers, report dev AUROC with "
+            "intervals next to the entropy baseline's and what each cut does (reports/probe_metrics.json); the prober is "
+            "written only if the probe gate passes. Needs train-router's retry rates.",
+            train_probe.train_probe, None, _probe_summary, _probe_details,
+        ),
+        Stage(
+            "train_adaptive", "Train Adaptive-RAG's query-complexity classifier: label train and dev questions with the "
+            "simplest strategy that answered right (else the dataset's default), from extract's closed-book and "
+            "single-step answers and ircot where the label needs it, fit a logistic regression on the question's hidden "
+            "state (data/adaptive/); dev accuracy and confusion matrix in reports/adaptive_metrics.json.",
+            train_adaptive.train_adaptive, None, _adaptive_summary, _adaptive_details,
+        ),
+        Stage(
+            "tune_thresholds", "Choose the trigger thresholds of flare (theta), dragin (RIND) and entropy_rag (entropy "
+            "cut) on the dev questions only: each sends to retrieval the share of dev questions closest to the target "
+            "(tune_thresholds.target_retrieval_rate; probing_rag: the share the prober rejects closed-book). Values in "
+            "data/thresholds/thresholds.json (read when the params are auto), with the dev retrieval rate each gives in "
+            "reports/thresholds.json.",
+            tune_thresholds.tune_thresholds, None, _thresholds_summary, _thresholds_details,
+        ),
+        Stage(  # timed per method: evaluate-<method>
+            "evaluate", "Run every method (evaluate.methods) on every evaluation set, each as its DVC stage "
+            "evaluate-METHOD does: one trace per question in data/runs/<method>/<dataset>.jsonl (resumable).",
+            evaluate.evaluate, None, _evaluate_summary, timed=False,
+        ),
+        Stage(
+            "summarize", "Gate every method's runs (data/runs/), then write the metrics of all of them: "
+            "reports/metrics.json (headline) and reports/metrics_detail.json (everything, with each run's reuse and run costs).",
+            summarize.summarize, None, _summarize_summary,
+        ),
+        Stage(
+            "analyze", "The failure space of skill_rag's traces (paper 4.3, Fig. 2): questions still wrong after the "
+            "retrieval round, their hidden states projected (PCA, t-SNE) by chosen skill and by fix, and how well a "
+            "linear probe reads the skill from the state: reports/analysis.json + reports/figures/.",
+            analyze.analyze, None, _analyze_summary, _analyze_details,
+        ),
+        Stage(
+            "report", "reports/report.md (Table-1 quality with intervals, costs, gate and skills, prober calibration, "
+            "failure space, case studies, data gates, provenance, change against the run before this one, found from "
+            "`report.against`) and the gates' Great Expectations Data Docs in data/data_docs/.",
+            report.report, None, _report_summary,
+        ),
     )
 }
 
-__all__ = ["STAGES", "Stage"]
+
+def metrics_table(metrics: dict[str, dict[str, Any]]) -> Any:
+    """summarize's metrics as a rich table, one row per method and dataset (what `skillrag evaluate` prints)."""
+    from rich.table import Table
+
+    columns = ("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
+    table = Table(*columns)
+    for method, by_dataset in metrics.items():
+        for dataset, m in by_dataset.items():
+            table.add_row(
+                method, dataset, str(m["n"]), f"{m['em']:.3f}", f"{m['acc']:.3f}", f"{m['f1']:.3f}",
+                f"{m['no_answer_rate']:.2f}", f"{m['llm_calls']:.2f}", f"{m['retrievals']:.2f}", f"{m['latency_s']:.1f}",
+            )
+    return table
+
+
+__all__ = ["STAGES", "Stage", "metrics_table"]

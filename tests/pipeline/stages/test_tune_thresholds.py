@@ -108,7 +108,7 @@ def workspace(tmp_path, monkeypatch):
 
 def tune(paths, *overrides):
     params = load_params(REPO / "params.yaml", overrides=["lm.batch_size=4", *overrides])
-    return STAGES["tune-thresholds"](params, paths)
+    return STAGES["tune_thresholds"](params, paths)
 
 
 def test_each_threshold_sends_the_target_share_of_dev_questions_to_retrieval(workspace):
@@ -266,7 +266,7 @@ def test_tuned_baselines_retrieve_when_evaluated(tmp_path, monkeypatch):
         overrides=["tune_thresholds.target_retrieval_rate=1.0", f"evaluate.methods={names}", "lm.max_new_tokens=16"],
     )
     write_closed_book_rows(paths, UnsureLM())
-    STAGES["tune-thresholds"](params, paths)
+    STAGES["tune_thresholds"](params, paths)
     STAGES["evaluate"](params, paths)
     metrics = STAGES["summarize"](params, paths)
     for name in names:
