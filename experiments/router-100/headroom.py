@@ -7,7 +7,7 @@ cross-validated), a learned router (logistic regression on the state vector, cro
 whether "some skill fixes it" can be read from the state or from the router's exit margin at all.
 Uses the stage's own functions; the content-free start is the committed run's (no LM needed).
 
-    python data/custom/router-100/headroom.py data/custom/router-100/router_traces
+    python experiments/router-100/headroom.py experiments/router-100/router_traces
 """
 
 from __future__ import annotations
@@ -106,4 +106,4 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("data/custom/router-100/router_traces"))
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("experiments/router-100/router_traces"))
