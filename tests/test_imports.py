@@ -99,3 +99,9 @@ def test_no_import_cycle_between_modules_inside_a_package():
     found = cycles(edges)
     detail = [f"{a} -> {b}" for group in found for (a, b) in sorted(edges) if a in group and b in group]
     assert not found, "modules that import each other: " + "; ".join(map(str, found)) + "\n" + "\n".join(detail)
+
+
+def test_only_the_cli_imports_the_pipeline():
+    """The method library never depends on the machinery that runs it as a pipeline."""
+    importers = sorted(source for (source, target) in import_edges() if target == "pipeline")
+    assert importers == ["cli"], f"library packages importing skillrag.pipeline: {importers}"
