@@ -5,7 +5,7 @@
 Issue 47 asks DRAGIN to cost at most 2x FLARE per question. Both methods answer the first
 `--per-dataset` evaluation questions of every dataset (data/questions/eval/), as one evaluation
 set `mixed` (so they are answered at once, up to `lm.concurrency`, as a stage answers its 30), each as its
-evaluate stage runs it (`skillrag.stages.evaluation.evaluate`: the default params, concurrency
+evaluate stage runs it (`skillrag.pipeline.stages.evaluate.evaluate`: the default params, concurrency
 and batch size, a model loaded once), written as the named evaluation `--name-<method>` under
 data/custom/ (cleared first, so nothing is resumed). The methods alternate `--repeats` times;
 the best wall time of each is kept, so load from other processes hurts both alike; the process's
@@ -34,8 +34,8 @@ from skillrag.config import load_params
 from skillrag.data.splits import load_split
 from skillrag.files import write_jsonl
 from skillrag.paths import Paths
-from skillrag.recommit import VOLATILE
-from skillrag.stages.evaluation import evaluate
+from skillrag.pipeline.recommit import VOLATILE
+from skillrag.pipeline.stages.evaluate import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def tuned_thresholds(report: Path) -> list[str]:
 
 
 def stable(value: object) -> object:
-    """`value` without its wall-clock fields (skillrag.recommit.VOLATILE)."""
+    """`value` without its wall-clock fields (skillrag.pipeline.recommit.VOLATILE)."""
     if isinstance(value, dict):
         return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
     if isinstance(value, list):

@@ -191,7 +191,7 @@ def retry_retriever(args: argparse.Namespace, questions: list):
     from skillrag.data.corpus import read_corpus
     from skillrag.retrieval import open_retriever
     from skillrag.retrieval.bm25s_backend import build_bm25s_index
-    from skillrag.retrieval.fingerprint import write_index_manifest
+    from skillrag.retrieval.index_manifest import write_index_manifest
 
     if (args.index / "bm25s").is_dir():
         return open_retriever("bm25s", args.index)

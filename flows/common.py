@@ -1,5 +1,5 @@
 """What every flow shares: loading params the way the CLI does, running a stage and its gate as
-Prefect tasks around the library functions in `skillrag.stages` (retrying transient failures,
+Prefect tasks around the library functions in `skillrag.pipeline.stages` (retrying transient failures,
 never a gate's verdict), and handing a stage's shards to Dask workers.
 
 Sharding: `extract` and `evaluate` take `shards` and a `ShardMap`; `submit_shards` runs each
@@ -22,8 +22,8 @@ from prefect.states import State
 
 from skillrag.config import Params, load_params
 from skillrag.paths import Paths
-from skillrag.repro import StageFailed
-from skillrag.stages import STAGES, Stage
+from skillrag.pipeline.repro import StageFailed
+from skillrag.pipeline.stages import STAGES, Stage
 
 DASHBOARD = "127.0.0.1:8787"  # the local cluster's dashboard, like every server here: this machine only
 RETRIES = 2  # a transient failure (out of memory, I/O, a lost Dask worker) is retried; resumable stages resume
@@ -63,7 +63,7 @@ def retried(fn: Callable[..., Any], name: str) -> Task[..., Any]:
 
 
 def submit_shards(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """A `skillrag.stages.common.ShardMap`: each shard a retried task on the flow's task runner
+    """A `skillrag.pipeline.stages.common.ShardMap`: each shard a retried task on the flow's task runner
     (the Dask workers), results in shard order."""
     shard = retried(fn, fn.__name__.replace("_", "-"))
     futures = [shard.submit(*args) for args in calls]

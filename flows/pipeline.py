@@ -1,5 +1,5 @@
 """Flow `pipeline`: dvc.yaml's pipeline through the same runner as `skillrag repro`
-(skillrag.repro), one Prefect task per stage: each pending stage's own command, then `dvc commit`
+(skillrag.pipeline.repro), one Prefect task per stage: each pending stage's own command, then `dvc commit`
 (so dvc.lock records what Prefect ran), `dvc push` when a remote is reachable and one git commit;
 an absent cache-only input is restored or rebuilt first, a resumable stage checkpoints its partial
 outputs to git. A stage killed by the system (out of memory) is retried and resumes; a stage's own
@@ -20,7 +20,7 @@ from flows.common import retried
 from skillrag import interrupts
 from skillrag.config import experiment_overrides
 from skillrag.paths import Paths
-from skillrag.repro import Runner, apply_params, deadline_of, parse_duration
+from skillrag.pipeline.repro import Runner, apply_params, deadline_of, parse_duration
 
 
 @flow(name="pipeline")

@@ -1,8 +1,8 @@
 """Flow `reevaluate`, the scheduled re-evaluation (deployments in prefect.yaml): bring the
-artifacts up to date through `skillrag repro`'s runner (skillrag.repro: what is stale, and with
+artifacts up to date through `skillrag repro`'s runner (skillrag.pipeline.repro: what is stale, and with
 `force_evaluate` every evaluate stage and what follows it again; an absent index rebuilt first),
 publish the report and metrics as artifacts, and judge the new per-question outcomes against the
-committed reports/outcomes.csv on the same questions (skillrag.reevaluation). The run ends FAILED
+committed reports/outcomes.csv on the same questions (skillrag.pipeline.reevaluation). The run ends FAILED
 when the outcomes got significantly worse (`reevaluate.alpha`, one-sided, Holm-corrected) or
 changed although every recorded input stayed the same (non-deterministic)."""
 
@@ -19,7 +19,7 @@ from flows.artifacts import publish_artifacts
 from skillrag import interrupts
 from skillrag.config import load_params
 from skillrag.paths import Paths
-from skillrag.reevaluation import bring_up_to_date, committed_outcomes, judge, run_inputs
+from skillrag.pipeline.reevaluation import bring_up_to_date, committed_outcomes, judge, run_inputs
 from skillrag.report.outcomes import outcome_rows
 
 

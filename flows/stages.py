@@ -19,11 +19,11 @@ from prefect import Flow, flow
 
 from flows.common import load, run_stage_on
 from skillrag import interrupts
-from skillrag.stages import STAGES, Stage
+from skillrag.pipeline.stages import STAGES, Stage
 
 
 def stage_flow(stage: Stage) -> Flow:
-    @flow(name=stage.name)
+    @flow(name=stage.command)
     def run(
         params_file: str = "params.yaml",
         profile: str | None = None,
@@ -40,7 +40,7 @@ def stage_flow(stage: Stage) -> Flow:
     return run
 
 
-FLOWS: dict[str, Flow] = {name: stage_flow(stage) for name, stage in STAGES.items()}
+FLOWS: dict[str, Flow] = {stage.command: stage_flow(stage) for stage in STAGES.values()}
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The one answer path that the prober's training data and every method share:
 CoT prompt -> generate -> parse -> pooled states -> the gate's verdict.
 
-`extract` (skillrag.stages.extraction) answers many questions at once with `answer_batch` and stores
+`extract` (skillrag.pipeline.stages.extract) answers many questions at once with `answer_batch` and stores
 what it returns; a method answers one question with `answer_with`, which is `answer_batch` on
 one question, and its gate scores what it returns. Prompt, stop rule, parser and pooled states
 are therefore the same in training and at inference: the prober is applied to exactly the kind

@@ -20,14 +20,18 @@ from skillrag.env import apply_offline_defaults
 
 apply_offline_defaults()
 
-from skillrag import interrupts, stages
+from skillrag import interrupts, registry
 from skillrag.config import Params, load_params
 from skillrag.errors import ConfigError, UserError
 from skillrag.paths import Paths
+from skillrag.pipeline.stages import STAGES, Stage, metrics_table
+from skillrag.pipeline.stages import evaluate as evaluate_stage
 
 app = typer.Typer(
     help="Skill-RAG: hidden-state probing + skill routing for retrieval-augmented QA.\n\n"
-    "Stages (in `dvc repro` order): prepare -> index -> train-router -> extract -> train-probe -> train-adaptive -> tune-thresholds -> evaluate (evaluate-<method>, one stage per method) -> summarize -> analyze -> report.\n\n"
+    "Stages (in `dvc repro` order): "
+    + " -> ".join(dict.fromkeys(name.split("-")[0].replace("_", "-") for name in registry.STAGES))
+    + " (evaluate: one DVC stage evaluate-<method> per method).\n\n"
     "The global options --params, --profile and --set may stand before or after the command.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -67,10 +71,10 @@ def main(
 
 
 def _start_afresh_in_an_experiment_copy() -> None:
-    """In a `skillrag exp` copy, the stage clears the baseline's resumable traces (skillrag.experiment)."""
+    """In a `skillrag exp` copy, the stage clears the baseline's resumable traces (skillrag.pipeline.experiment)."""
     import os
 
-    from skillrag.experiment import start_afresh
+    from skillrag.pipeline.experiment import start_afresh
 
     for path in start_afresh(state.params_file.resolve().parent):
         console.print(f"experiment {os.environ['DVC_EXP_NAME']}: {path} held the baseline's run; "
@@ -82,10 +86,10 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=1)
 
 
-def _run_stage(name: str) -> tuple[Any, Paths]:
-    """Run stage `name` (and its gate) as `dvc repro` and the Prefect flows do."""
+def _run_stage(stage: Stage) -> tuple[Any, Paths]:
+    """Run `stage` (and its gate) as `dvc repro` and the Prefect flows do."""
     paths = state.paths()
-    return stages.STAGES[name](state.params(), paths), paths
+    return stage(state.params(), paths), paths
 
 
 def _say(line: str) -> None:
@@ -93,118 +97,31 @@ def _say(line: str) -> None:
     console.print(line, style="yellow", highlight=False, soft_wrap=True)
 
 
-def _done(name: str, result: Any, paths: Paths) -> None:
-    """The stage's closing line, the same one its Prefect flow logs."""
-    console.print(stages.STAGES[name].summary(result, paths), style="green", highlight=False, soft_wrap=True)
+def _done(stage: Stage, result: Any, paths: Paths) -> None:
+    """The stage's detail lines, then its closing line (the one its Prefect flow logs)."""
+    for line in stage.details(result):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    console.print(stage.summary(result, paths), style="green", highlight=False, soft_wrap=True)
 
 
-@app.command()
-def prepare() -> None:
-    """Sample the train/dev prober pools and the per-dataset evaluation sets into data/questions/."""
-    counts, paths = _run_stage("prepare")
-    for split, by_dataset in counts.items():
-        console.print(f"{split:>5}: " + ", ".join(f"{d} {n}" for d, n in by_dataset.items()))
-    _done("prepare", counts, paths)
+def _stage_command(stage: Stage) -> None:
+    """`skillrag <stage>`: run the stage with its gate and print its lines; nothing else to choose."""
+
+    def command() -> None:
+        _done(stage, *_run_stage(stage))
+
+    app.command(stage.command, help=stage.help)(command)
 
 
-@app.command()
-def index() -> None:
-    """Write the corpus as a pyserini JsonCollection (data/corpus/) and build the Lucene and bm25s
-    BM25 indexes (data/index/), then run the index quality gate. (The dense index is built when a
-    dense or hybrid backend first needs it, in data/dense/.) A build that reproduces the recorded
-    index leaves its recorded timing as it was (this one goes to .skillrag/rebuilds.jsonl)."""
-    result, paths = _run_stage("index")
-    console.print(f"Lucene {result.lucene_seconds:.1f} s, bm25s {result.bm25s_seconds:.1f} s"
-                  + ("; the recorded index rebuilt" if result.rebuild else ""))
-    _done("index", result, paths)
+for _stage in STAGES.values():
+    if _stage.name not in ("evaluate", "report"):  # these two take options: written out below
+        _stage_command(_stage)
 
 
-@app.command()
-def extract() -> None:
-    """Answer the train/dev questions closed-book and with BM25 top-k, capturing the prober's
-    hidden states in the same generation (data/states/). Resumes an interrupted run."""
-    summary, paths = _run_stage("extract")
-    for key, n in summary["by_split_strategy_label"].items():
-        console.print(f"  {key}: {n}")
-    _done("extract", summary, paths)
-
-
-@app.command("train-probe")
-def train_probe() -> None:
-    """Train the prober on the train states (probe.recipe: by default chosen by question-grouped
-    CV), choose each decision point's acceptance cut on dev by what it does to answers, report dev AUROC
-    with intervals next to the entropy baseline's and what each cut does (reports/probe_metrics.json);
-    the prober is written only if the probe gate passes. Needs train-router's retry rates."""
-    from skillrag.report.tables import decision_points
-
-    report, paths = _run_stage("train-probe")
-    for note in report["notes"]:
-        console.print(f"[yellow]note:[/] {note}")
-    recipe = report["recipe"]
-    console.print(f"recipe: {recipe['name']}, pooling {recipe['pooling']}, {recipe['network']}, {len(recipe['layers'])} layer(s)")
-    for point, cut in decision_points(report["cuts"]):
-        if cut and cut["n"]:
-            what = "retrieves" if point == "before_retrieval" else "retries"
-            console.print(
-                f"{point}: cut {cut['cut']:.3f} {what} {cut['reject_rate']:.0%} of dev answers, dev ACC {cut['acc']:.3f} "
-                f"(all: {cut['acc_reject_all']:.3f}, none: {cut['acc_accept_all']:.3f})"
-            )
-    _done("train-probe", report, paths)
-
-
-@app.command("train-router")
-def train_router() -> None:
-    """Train the learned skill router (methods.router: learned) on train questions: from each wrong
-    single-step answer every query skill is tried, and the state is labelled by gold with the
-    first skill that answered right, else exit (data/router/); its cross-validated accuracy
-    goes to reports/router_metrics.json. Too few examples per skill: a note, no router."""
-    summary, paths = _run_stage("train-router")
-    console.print(
-        f"{summary['examples']} training examples from {summary['questions']} questions: {summary['by_skill']}"
-    )
-    if summary["trained"] and summary["cv_accuracy"] is not None:
-        console.print(
-            f"{summary['cv_folds']}-fold accuracy {summary['cv_accuracy']:.3f} "
-            f"(always the most frequent skill: {summary['majority_accuracy']:.3f})"
-        )
-    _done("train-router", summary, paths)
-
-
-@app.command("train-adaptive")
-def train_adaptive() -> None:
-    """Train Adaptive-RAG's query-complexity classifier: label train and dev questions with the
-    simplest strategy that answered right (else the dataset's default), from extract's closed-book
-    and single-step answers and ircot where the label needs it, fit a logistic regression on the
-    question's hidden state (data/adaptive/); dev accuracy and confusion matrix in
-    reports/adaptive_metrics.json."""
-    report, paths = _run_stage("train-adaptive")
-    train, dev = report["train"], report["dev"]
-    console.print(
-        f"train labels: {train['labels']} ({train['defaulted']} of {train['questions']} defaulted; ircot run on {train['ircot_runs']})"
-    )
-    if dev["accuracy"] is not None:
-        console.print(
-            f"dev accuracy {dev['accuracy']:.3f} (always {dev['majority_label']}: {dev['majority_accuracy']:.3f}); "
-            f"dev ACC routed {dev['acc']['adaptive']:.3f}, single_step {dev['acc']['single_step']:.3f}"
-        )
-    _done("train-adaptive", report, paths)
-
-
-@app.command("tune-thresholds")
-def tune_thresholds() -> None:
-    """Choose the trigger thresholds of flare (theta), dragin (RIND) and entropy_rag (entropy cut) on
-    the dev questions only: each sends to retrieval the share of dev questions closest to the target
-    (tune_thresholds.target_retrieval_rate; probing_rag: the share the prober rejects closed-book).
-    Values in data/thresholds/thresholds.json (read when the params are auto), with the dev retrieval
-    rate each gives in reports/thresholds.json."""
-    report, paths = _run_stage("tune-thresholds")
-    for method, trigger in report["triggers"].items():
-        rates = ", ".join(f"{d} {r:.0%}" for d, r in trigger["dev_retrieval_rate_by_dataset"].items())
-        console.print(f"{method}: {trigger['param']} = {trigger['value']:.4g}; dev retrieval {rates}")
-    _done("tune-thresholds", report, paths)
-
-
-@app.command()
+@app.command(help=f"{STAGES['evaluate'].help} Then `summarize`: headline metrics in reports/metrics.json, everything "
+             "(95% intervals, flexible scores, costs) in reports/metrics_detail.json. With --method METHOD: that method "
+             "only. With --questions PATH --name NAME: the trained index, prober and router on your questions, written "
+             "under NAME only (the default outputs and dvc.lock stay as they are).")
 def evaluate(
     method: Annotated[
         str | None,
@@ -218,68 +135,27 @@ def evaluate(
         str | None, typer.Option(help="With --questions: its outputs go to data/custom/NAME/ and reports/custom/NAME/.")
     ] = None,
 ) -> None:
-    """Run every method (evaluate.methods) on every evaluation set, each as its DVC stage
-    evaluate-METHOD does: one trace per question in data/runs/<method>/<dataset>.jsonl
-    (resumable); then `summarize`: headline metrics in reports/metrics.json, everything (95%
-    intervals, flexible scores, costs) in reports/metrics_detail.json.
-    With --method METHOD: that method only. With --questions PATH --name NAME: the trained index,
-    prober and router on your questions, written under NAME only (the default outputs and
-    dvc.lock stay as they are)."""
     if (questions is None) != (name is None):
         _fail("--questions and --name go together: --questions PATH --name NAME")
+    if method is not None and questions is not None:
+        _fail("--method runs one stage of the pipeline; --questions runs every method on your questions")
+    paths = state.paths()
     if method is not None:
-        if questions is not None:
-            _fail("--method runs one stage of the pipeline; --questions runs every method on your questions")
-        paths = state.paths()
-        results = {method: stages.evaluate_method(state.params(), paths, method)}
-        _done("evaluate", results, paths)
+        _done(STAGES["evaluate"], {method: evaluate_stage.evaluate_method(state.params(), paths, method)}, paths)
         return
     if questions is None:
-        results, paths = _run_stage("evaluate")
-        _done("evaluate", results, paths)
-        metrics, paths = _run_stage("summarize")
+        _done(STAGES["evaluate"], *_run_stage(STAGES["evaluate"]))
+        metrics, paths = _run_stage(STAGES["summarize"])
     else:
-        from skillrag.stages.custom import evaluate_custom
+        from skillrag.pipeline.stages.custom import evaluate_custom
 
-        paths = state.paths()
         metrics = evaluate_custom(state.params(), paths, questions, name or "", say=_say)
         paths = paths.for_custom(name or "")
-    from rich.table import Table
-
-    columns = ("method", "dataset", "n", "EM", "ACC", "F1", "no answer", "LLM calls", "retrievals", "latency s")
-    table = Table(*columns)
-    for method_name, by_dataset in metrics.items():
-        for dataset, m in by_dataset.items():
-            table.add_row(
-                method_name, dataset, str(m["n"]), f"{m['em']:.3f}", f"{m['acc']:.3f}", f"{m['f1']:.3f}",
-                f"{m['no_answer_rate']:.2f}", f"{m['llm_calls']:.2f}", f"{m['retrievals']:.2f}",
-                f"{m['latency_s']:.1f}",
-            )
-    Console().print(table)
-    _done("summarize", metrics, paths)
+    Console().print(metrics_table(metrics))
+    _done(STAGES["summarize"], metrics, paths)
 
 
-@app.command()
-def summarize() -> None:
-    """Gate every method's runs (data/runs/), then write the metrics of all of them:
-    reports/metrics.json (headline) and reports/metrics_detail.json (everything, with each run's
-    reuse and run costs)."""
-    metrics, paths = _run_stage("summarize")
-    _done("summarize", metrics, paths)
-
-
-@app.command()
-def analyze() -> None:
-    """The failure space of skill_rag's traces (paper §4.3, Fig. 2): questions still wrong after the
-    retrieval round, their hidden states projected (PCA, t-SNE) by chosen skill and by fix, and how
-    well a linear probe reads the skill from the state: reports/analysis.json + reports/figures/."""
-    result, paths = _run_stage("analyze")
-    for note in result["notes"]:
-        console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    _done("analyze", result, paths)
-
-
-@app.command()
+@app.command(help=STAGES["report"].help)
 def report(
     against: Annotated[
         str | None,
@@ -288,17 +164,12 @@ def report(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="With --against: write the comment to this file instead of printing it.")] = None,
 ) -> None:
-    """reports/report.md (Table-1 quality with intervals, costs, gate and skills, prober
-    calibration, failure space, case studies, data gates, provenance, change against the run
-    before this one, found from `report.against`) and the gates' Great Expectations Data Docs in
-    data/data_docs/."""
     if against is None:
         if out is not None:
             _fail("--out needs --against (the stage always writes reports/report.md)")
-        result, paths = _run_stage("report")
-        _done("report", result, paths)
+        _done(STAGES["report"], *_run_stage(STAGES["report"]))
         return
-    from skillrag.stages.reporting import pr_comment
+    from skillrag.pipeline.stages.report import pr_comment
 
     body = pr_comment(state.params(), state.paths(), against, out)
     if out is None:
@@ -342,7 +213,7 @@ def repro(
     reachable, and one git commit per stage. A resumable stage commits its partial outputs every
     --checkpoint and on SIGINT/SIGTERM (exit 130/143); rerun the same command, here or on a fresh
     clone, to continue. Estimates come from reports/timings/<stage>.json."""
-    from skillrag.repro import Runner, deadline_of, parse_duration
+    from skillrag.pipeline.repro import Runner, deadline_of, parse_duration
 
     if state.profile not in (None, "default"):
         _fail(f"repro runs dvc.yaml's pipeline (params.yaml as it is); to run profile {state.profile!r}: skillrag exp {state.profile}")
@@ -389,9 +260,9 @@ def ask(
 
     from skillrag.data.schema import Question
     from skillrag.methods import METHODS, build_method
-    from skillrag.runtime.components import open_components
-    from skillrag.stages.evaluation import check_inputs
-    from skillrag.stages.indexing import ensure_index
+    from skillrag.pipeline.runtime.components import open_components
+    from skillrag.pipeline.stages.evaluate import check_inputs
+    from skillrag.pipeline.stages import ensure_index
 
     params, paths = state.params(), state.paths()
     check_inputs(params, paths, [method])  # a missing prober or classifier in a second, before any index is built
@@ -434,8 +305,8 @@ def recommit(
     with the base commit's code and once with the working tree's, has it write the same small
     outputs (traces, metrics, state rows, prober and router records, fingerprints, gate results).
     Two tiny runs, about 16 minutes each on two cores; then `dvc commit -f` of those stages; the
-    others are listed for `skillrag repro` (skillrag.recommit)."""
-    from skillrag import recommit as rc
+    others are listed for `skillrag repro` (skillrag.pipeline.recommit)."""
+    from skillrag.pipeline import recommit as rc
 
     root = state.params_file.resolve().parent
     if keep is not None and keep.exists():
@@ -473,7 +344,7 @@ def dvc_yaml(
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 when dvc.yaml is not what the registry gives.")] = False,
 ) -> None:
     """Write dvc.yaml (beside params.yaml) from the method and stage registry (skillrag/registry.py)."""
-    from skillrag import dvc_yaml as generator
+    from skillrag.pipeline import dvc_yaml as generator
 
     project = state.params_file.resolve().parent
     if generator.write(project, check=check):
@@ -519,7 +390,7 @@ def deploy(
     (PREFECT_API_URL), creating the pool when it does not exist: on a CPU-only machine
     `skillrag deploy --pool cpu` gives pipeline-cpu and reevaluate-cpu (`prefect deploy --all`
     stops at pipeline-gpu when there is no gpu pool)."""
-    from skillrag.deploy import deploy as deploy_pool
+    from skillrag.pipeline.deploy import deploy as deploy_pool
 
     try:
         names = deploy_pool(state.params_file.resolve().parent, pool)
@@ -582,8 +453,8 @@ def search(
     params, paths = state.params(), state.paths()
     from rich.table import Table
 
-    from skillrag import runtime
-    from skillrag.stages.indexing import ensure_index
+    from skillrag.pipeline import runtime
+    from skillrag.pipeline.stages import ensure_index
 
     if backend:
         params = params.model_copy(update={"retrieval": params.retrieval.model_copy(update={"backend": backend})})

@@ -53,7 +53,7 @@ class Paths:
 
     @property
     def locks(self) -> Path:
-        """Lock files of running stages (skillrag.stages.exclusive): git-ignored, never a DVC output."""
+        """Lock files of running stages (skillrag.pipeline.stages.common.exclusive): git-ignored, never a DVC output."""
         locks = self.root / ".skillrag" / "locks"
         return locks if self.custom is None else locks / "custom" / self.custom
 

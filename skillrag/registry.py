@@ -5,7 +5,7 @@ what its traces depend on (`reads`: the run settings record exactly these), whet
 retrieve and what decides when (the runs gate reads both from each run's settings), which stored
 generations it starts from and whether its rounds keep their hidden state. A stage's entry says
 what DVC needs to know: its command, the module it runs, its data, params and outputs.
-`skillrag dvc-yaml` writes dvc.yaml from both (skillrag.dvc_yaml), so the two cannot drift.
+`skillrag dvc-yaml` writes dvc.yaml from both (skillrag.pipeline.dvc_yaml), so the two cannot drift.
 
 It imports no other skillrag module but the errors: config, the stages, the runs gate and the
 report read it without importing any method's code.
@@ -148,7 +148,7 @@ class StageEntry:
 
     @property
     def timing(self) -> str:
-        """Its wall time (skillrag.stages.timing), tracked in git."""
+        """Its wall time (skillrag.pipeline.timing), tracked in git."""
         return f"reports/timings/{self.name}.json"
 
 
@@ -181,7 +181,7 @@ def evaluate_stage(method: str) -> StageEntry:
     if stores(method) and "data/probe" not in inputs:  # its stored generations keep only the prober's layers
         inputs.append("data/probe")
     return StageEntry(
-        f"evaluate-{method}", f"evaluate --method {method}", "skillrag.stages.evaluation",
+        f"evaluate-{method}", f"evaluate --method {method}", "skillrag.pipeline.stages.evaluate",
         inputs=tuple(inputs), needs=(INDEX,),
         params=(*EVALUATE_PARAMS, *(["lm.layers"] if stores(method) else []), *(r for r in reads if r not in EVALUATE_PARAMS)),
         outs=(Out(f"data/runs/{method}", persist=True, note="traces, settings and stored generations: resumable"),),
@@ -211,11 +211,11 @@ STAGES: dict[str, StageEntry] = {
     stage.name: stage
     for stage in (
         StageEntry(
-            "prepare", "prepare", "skillrag.stages.questions", inputs=("${prepare.local_dir}",), params=("prepare",),
+            "prepare", "prepare", "skillrag.pipeline.stages.prepare", inputs=("${prepare.local_dir}",), params=("prepare",),
             outs=(Out("data/questions"), validation("questions")),
         ),
         StageEntry(
-            "index", "index", "skillrag.stages.indexing", inputs=("${index.corpus_file}",),
+            "index", "index", "skillrag.pipeline.stages.index", inputs=("${index.corpus_file}",),
             params=("index.corpus_file", "index.max_passages", "index.smoke_queries", "retrieval.k1", "retrieval.b"),
             outs=(
                 Out("data/corpus", cache=True), Out(INDEX, cache=True, note="lucene/, bm25s/ and their manifest"),
@@ -224,7 +224,7 @@ STAGES: dict[str, StageEntry] = {
             ),
         ),
         StageEntry(
-            "train_router", "train-router", "skillrag.stages.routing", inputs=("data/questions", INDEX_FINGERPRINT),
+            "train_router", "train-router", "skillrag.pipeline.stages.train_router", inputs=("data/questions", INDEX_FINGERPRINT),
             needs=(INDEX,),
             params=(*LM, "lm.layers", "retrieval", "train_router", "methods.router", "methods.exit_mode",
                     "methods.max_passages", "methods.abstain_answer", "prepare.max_question_chars"),
@@ -235,7 +235,7 @@ STAGES: dict[str, StageEntry] = {
             note="explores every skill from failure states; the gated methods' own retries set the after-evidence cuts",
         ),
         StageEntry(
-            "extract", "extract", "skillrag.stages.extraction", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),
+            "extract", "extract", "skillrag.pipeline.stages.extract", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),
             params=(*LM, "lm.layers", "extract.strategies", "retrieval", "prepare.max_question_chars"),
             outs=(
                 Out(ROWS, note="answers, labels, token log-probs and entropies"),
@@ -244,7 +244,7 @@ STAGES: dict[str, StageEntry] = {
             ),
         ),
         StageEntry(
-            "train_probe", "train-probe", "skillrag.stages.probing", inputs=(ROWS, VECTORS, "data/router_traces"),
+            "train_probe", "train-probe", "skillrag.pipeline.stages.train_probe", inputs=(ROWS, VECTORS, "data/router_traces"),
             params=tuple(
                 f"probe.{key}" for key in (
                     "recipe", "pooling", "cv_folds", "cv_c", "cv_hidden", "call_cost", "hidden", "lr", "epochs", "max_epochs",
@@ -260,7 +260,7 @@ STAGES: dict[str, StageEntry] = {
             [evaluate_stage(method) for method in METHODS],
             [
                 StageEntry(
-                    "train_adaptive", "train-adaptive", "skillrag.stages.adaptive", inputs=("data/questions", ROWS, INDEX_FINGERPRINT),
+                    "train_adaptive", "train-adaptive", "skillrag.pipeline.stages.train_adaptive", inputs=("data/questions", ROWS, INDEX_FINGERPRINT),
                     needs=(INDEX,),
                     params=(*LM, "lm.layers", "retrieval", "methods.ircot", "methods.abstain_answer", "train_adaptive",
                             "prepare.max_question_chars"),
@@ -268,7 +268,7 @@ STAGES: dict[str, StageEntry] = {
                     methods=("ircot",), note="Adaptive-RAG's query-complexity classifier on silver labels",
                 ),
                 StageEntry(
-                    "tune_thresholds", "tune-thresholds", "skillrag.stages.thresholds", inputs=("data/questions", ROWS, "data/probe"),
+                    "tune_thresholds", "tune-thresholds", "skillrag.pipeline.stages.tune_thresholds", inputs=("data/questions", ROWS, "data/probe"),
                     params=(*LM, "probe.threshold", "methods.flare.max_iterations", "tune_thresholds", "prepare.max_question_chars"),
                     outs=(Out("data/thresholds"),), metrics=("reports/thresholds.json",),
                     note="the trigger thresholds of flare / dragin / entropy_rag, chosen on dev only",
@@ -276,7 +276,7 @@ STAGES: dict[str, StageEntry] = {
             ],
         ),
         StageEntry(
-            "summarize", "summarize", "skillrag.stages.summary",
+            "summarize", "summarize", "skillrag.pipeline.stages.summarize",
             inputs=("data/questions", *(f"data/runs/{method}" for method in METHODS)),
             params=("evaluate", "methods.abstain_answer", "prepare.max_question_chars"),
             outs=(validation("runs"), Out("reports/metrics_detail.json"),
@@ -284,7 +284,7 @@ STAGES: dict[str, StageEntry] = {
             metrics=("reports/metrics.json",), note="every method's runs gated, then merged into the metrics",
         ),
         StageEntry(
-            "analyze", "analyze", "skillrag.stages.analysis",
+            "analyze", "analyze", "skillrag.pipeline.stages.analyze",
             inputs=(f"data/runs/{studied_method()}", "reports/validation/runs.json"), params=("analyze", "evaluate.datasets"),
             metrics=("reports/analysis.json",),
             plots=("reports/figures/failure_space.png", "reports/figures/failure_separability.png"),
@@ -295,7 +295,7 @@ STAGES: dict[str, StageEntry] = {
 # The report reads every stage's timing and every gate's result, the summaries, traces and settings,
 # and the side experiments it lists (skillrag.report.experiments).
 STAGES["report"] = StageEntry(
-    "report", "report", "skillrag.stages.reporting",
+    "report", "report", "skillrag.pipeline.stages.report",
     inputs=(
         *(stage.timing for stage in STAGES.values()), *(f"reports/validation/{gate}.json" for gate in GATES),
         "data/probe", "data/runs", "reports/metrics.json", "reports/metrics_detail.json", "reports/probe_detail.json",

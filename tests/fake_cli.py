@@ -22,10 +22,11 @@ from pathlib import Path
 
 import yaml
 
-from skillrag import cli, runtime
+from skillrag import cli
 from skillrag.files import write_json
 from skillrag.lm.base import Choice, Generation, Option, Pick
 from skillrag.paths import Paths
+from skillrag.pipeline import runtime
 from tests.conftest import write_rows
 from tests.fakes import CORPUS, OverlapRetriever, fake_pooled
 

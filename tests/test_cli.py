@@ -9,13 +9,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from skillrag import cli, runtime
+from skillrag import cli
 from skillrag.data.schema import Passage
 from skillrag.errors import ConfigError
 from skillrag.methods import Components
+from skillrag.pipeline import runtime, stages
+from skillrag.pipeline.runtime import components
 from skillrag.registry import METHOD_NAMES
-from skillrag.runtime import components
-from skillrag.stages import indexing
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import FakeLM, OverlapRetriever
 from tests.retrieval.corpus import make_passages
@@ -26,7 +26,7 @@ runner = CliRunner()
 @pytest.fixture
 def index_built(monkeypatch) -> None:
     """The BM25 index taken as present (the commands build a missing one first, from the real corpus)."""
-    monkeypatch.setattr(indexing, "ensure_index", lambda params, paths, say: None)
+    monkeypatch.setattr(stages, "ensure_index", lambda params, paths, say: None)
 
 
 @pytest.fixture

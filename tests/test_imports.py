@@ -1,11 +1,14 @@
-"""The skillrag packages form layers: no package imports, directly or through others, a package
-that imports it back. Every import counts, at any depth of a module (a function-level import is
-still a dependency); a top-level module (`skillrag/runtime.py`) is a package of its own."""
+"""No import circle in skillrag, at either scale: no package imports, directly or through others, a
+package that imports it back (the packages form layers), and no module does so inside a package
+(`retrieval/fingerprint.py` importing the backends that import it). Every import counts, at any
+depth of a module (a function-level import is still a dependency); a top-level module
+(`skillrag/answering.py`) is a package of its own."""
 
 from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -22,23 +25,40 @@ def package_of(module: str) -> str | None:
     return parts[1] if parts[0] == "skillrag" and len(parts) > 1 else None
 
 
+def module_of(file: Path) -> str:
+    """`skillrag/methods/base.py` -> `skillrag.methods.base`; a package's `__init__.py` is the package."""
+    parts = file.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_edges(root: Path = PACKAGE) -> dict[tuple[str, str], set[str]]:
+    """(importing module, imported skillrag module) -> the file that makes the edge. `from a.b import c`
+    imports module `a.b.c` when there is one, else `a.b`; importing a submodule is not counted as
+    importing its package's `__init__` (that would make every re-exporting package a circle)."""
+    modules = {module_of(file) for file in root.rglob("*.py")}
+    edges: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for file in sorted(root.rglob("*.py")):
+        source = module_of(file)
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target in modules and target != source:
+                    edges[(source, target)].add(str(file.relative_to(REPO)))
+    return edges
+
+
 def import_edges() -> dict[tuple[str, str], set[str]]:
     """(importing package, imported package) -> the files that make the edge."""
     edges: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for file in sorted(PACKAGE.rglob("*.py")):
-        source = package_of(".".join(file.relative_to(REPO).with_suffix("").parts))
-        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                # `from skillrag import runtime` imports the package named by the alias
-                modules = [f"{node.module}.{a.name}" if node.module == "skillrag" else node.module for a in node.names]
-            else:
-                continue
-            for module in modules:
-                target = package_of(module)
-                if source is not None and target is not None and target != source:
-                    edges[(source, target)].add(str(file.relative_to(REPO)))
+    for (source, target), files in module_edges().items():
+        a, b = package_of(source), package_of(target)
+        if a is not None and b is not None and a != b:
+            edges[(a, b)] |= files
     return edges
 
 
@@ -71,3 +91,17 @@ def test_no_import_cycle_between_skillrag_packages():
         if a in group and b in group
     ]
     assert not found, "packages that import each other: " + "; ".join(map(str, found)) + "\n" + "\n".join(detail)
+
+
+def test_no_import_cycle_between_modules_inside_a_package():
+    edges = module_edges()
+    assert ("skillrag.methods.skill_rag", "skillrag.methods.gated") in edges  # edges inside a package count
+    found = cycles(edges)
+    detail = [f"{a} -> {b}" for group in found for (a, b) in sorted(edges) if a in group and b in group]
+    assert not found, "modules that import each other: " + "; ".join(map(str, found)) + "\n" + "\n".join(detail)
+
+
+def test_only_the_cli_imports_the_pipeline():
+    """The method library never depends on the machinery that runs it as a pipeline."""
+    importers = sorted(source for (source, target) in import_edges() if target == "pipeline")
+    assert importers == ["cli"], f"library packages importing skillrag.pipeline: {importers}"

@@ -1,5 +1,5 @@
 """Answer committed question splits closed-book and over the top-k passages, exactly as the
-extract stage does (`skillrag.stages.extraction.extract_states`: same prompts, batches, stop
+extract stage does (`skillrag.pipeline.stages.extract.extract_states`: same prompts, batches, stop
 rule, labels and pooled states), under one `lm.dtype`, into a states folder of its own.
 
     python experiments/int8-dev/answer.py --dtype float32 --splits dev --out experiments/int8-dev/work/float32-dev
@@ -27,12 +27,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="lm.threads (torch CPU threads; default: params.yaml's)")
     args = parser.parse_args()
 
-    from skillrag import runtime
     from skillrag.config import load_params
     from skillrag.data.splits import load_split
     from skillrag.lm.base import resolve_layers
     from skillrag.paths import Paths
-    from skillrag.stages.extraction import extract_states
+    from skillrag.pipeline import runtime
+    from skillrag.pipeline.stages.extract import extract_states
 
     overrides = [f"lm.dtype={args.dtype}", *([f"lm.threads={args.threads}"] if args.threads else [])]
     params = load_params(REPO / "params.yaml", overrides=overrides)

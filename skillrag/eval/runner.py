@@ -17,7 +17,7 @@ interrupt and error behaviour (a programming error stops the run; the traces of 
 before the first one it reaches are written).
 
 Beside it, `<dataset>.settings.json` records what the traces were run with
-(`skillrag.stages.run_settings`): the digests of the inputs and the parameters the method reads,
+(`skillrag.pipeline.settings.run_settings`): the digests of the inputs and the parameters the method reads,
 plus the provenance of each run that added traces (git commit, library versions). Resuming
 under other inputs or parameters would silently mix two configurations in one file, so it is
 refused, naming what changed; the traces are left untouched. Provenance is not compared: a new
@@ -197,7 +197,7 @@ def run_method(
 
 
 def part_file(out_file: Path, shard: int) -> Path:
-    """Where shard `shard` of a sharded run (skillrag.stages.evaluation) writes its traces: a file
+    """Where shard `shard` of a sharded run (skillrag.pipeline.stages.evaluate) writes its traces: a file
     of its own beside `out_file`, so no two workers ever append to the same file."""
     return out_file.with_name(f"{out_file.stem}.part-{shard}.jsonl")
 

@@ -3,7 +3,7 @@ session that turns rounds into a Trace.
 
 How a question is answered and judged lives in skillrag.answering, call metering in
 skillrag.methods.metering, the error policy in skillrag.methods.errors, and opening the
-components from params in skillrag.runtime.components. A method instance answers one question at a time
+components from params in skillrag.pipeline.runtime.components. A method instance answers one question at a time
 (`Method.fork` makes one per question in flight).
 """
 

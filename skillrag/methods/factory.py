@@ -2,7 +2,7 @@
 
 The methods are declared in skillrag.registry; each one's module is imported only when its class
 is first asked for (`METHODS[name]`), so code that runs one method imports, and its DVC stage
-depends on, that method's code and no other (skillrag.dvc_yaml adds the module of each method a
+depends on, that method's code and no other (skillrag.pipeline.dvc_yaml adds the module of each method a
 stage builds by name to the stage's code).
 """
 

@@ -3,7 +3,7 @@ entropy_rag's cut): the rule that picks one on dev, and the file the methods rea
 
 A threshold param is `auto` (the value tuned on dev by `skillrag tune-thresholds`, in
 data/thresholds/thresholds.json) or a number that overrides it. The rule (stage tune_thresholds,
-skillrag.stages.thresholds): each trigger scores every dev question's closed-book generation for
+skillrag.pipeline.stages.tune_thresholds): each trigger scores every dev question's closed-book generation for
 its first decision, and the threshold is the candidate whose share of dev questions sent to
 retrieval is closest to the target rate; a target no candidate reaches (`reaches`) is refused.
 """

@@ -84,7 +84,7 @@ def gate_index(
     index manifest (IndexCorruptError naming the file otherwise)."""
     from skillrag.retrieval import LuceneRetriever
     from skillrag.retrieval.bm25s_backend import count_bm25s_docs
-    from skillrag.retrieval.fingerprint import BM25_DIRS, verify_index
+    from skillrag.retrieval.index_manifest import BM25_DIRS, verify_index
     from skillrag.retrieval.lucene_backend import count_lucene_docs
 
     for backend in BM25_DIRS:
@@ -97,12 +97,12 @@ def gate_index(
 
 
 def gate_dense(corpus_dir: Path, dense_root: Path, smoke_queries: int, result_path: Path) -> dict[str, Any]:
-    """The gate after the dense index is built (`skillrag.runtime.ensure_dense`): its files
+    """The gate after the dense index is built (`skillrag.pipeline.runtime.ensure_dense`): its files
     against its manifest, one vector per passage of the collection, unit-length vectors, and the
     index gate's smoke queries in the dense top 10."""
     from skillrag.retrieval import DenseRetriever
     from skillrag.retrieval.dense import stored_vectors
-    from skillrag.retrieval.fingerprint import DENSE_DIR, verify_index
+    from skillrag.retrieval.index_manifest import DENSE_DIR, verify_index
 
     verify_index(dense_root, DENSE_DIR)
     collection = _read_collection(corpus_dir)

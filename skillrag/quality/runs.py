@@ -35,7 +35,7 @@ def error_share(traces: Sequence[Mapping[str, Any]], max_rate: float) -> str:
 def retrieval_check(method: str, settings: Mapping[str, Any] | None, traces: Sequence[Mapping[str, Any]]) -> str:
     """"ok" unless the run's `settings` say `method` is meant to retrieve (`retrieves`) and none
     of its answered traces retrieved; then a line naming what decides its retrieval (`trigger`).
-    The gate reads the run's data, not the method's code (skillrag.stages.run_settings)."""
+    The gate reads the run's data, not the method's code (skillrag.pipeline.settings.run_settings)."""
     answered = [t for t in traces if t["termination"] != "error"]
     if not answered:
         return "ok"

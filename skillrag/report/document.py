@@ -25,7 +25,15 @@ from skillrag.report.headline import headline_section
 from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.loop import loop_section
 from skillrag.report.outcomes import outcome_frame
-from skillrag.report.paired import ALPHA, BASELINE, INDISTINGUISHABLE, LEVEL, PairedResult, Planned, planned_tests, run_tests
+from skillrag.report.paired import (
+    ALPHA,
+    BASELINE,
+    INDISTINGUISHABLE,
+    PairedResult,
+    Planned,
+    planned_tests,
+    run_tests,
+)
 from skillrag.report.provenance import model_line, provenance_section
 from skillrag.report.tables import (
     cost_table,

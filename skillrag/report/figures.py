@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from skillrag.config import DATASETS
 from skillrag.files import atomic_path
 from skillrag.metrics import accuracy
-from skillrag.config import DATASETS
 from skillrag.paths import Paths
 from skillrag.registry import studied_method
 from skillrag.report.inputs import Inputs, load_inputs

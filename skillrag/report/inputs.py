@@ -38,7 +38,7 @@ class Inputs:
     router: dict[str, Any]  # reports/router_metrics.json ({} when absent)
     analysis: dict[str, Any]  # reports/analysis.json ({} when absent)
     gates: dict[str, dict[str, Any]]  # gate name -> its validation result
-    timings: dict[str, dict[str, Any]]  # DVC stage name -> reports/timings/<stage>.json (skillrag.stages.timing)
+    timings: dict[str, dict[str, Any]]  # DVC stage name -> reports/timings/<stage>.json (skillrag.pipeline.timing)
     thresholds: dict[str, Any] = field(default_factory=dict)  # reports/thresholds.json: the triggers' dev rates
     adaptive: dict[str, Any] = field(default_factory=dict)  # reports/adaptive_metrics.json: the classifier on dev
 

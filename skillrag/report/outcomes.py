@@ -1,7 +1,7 @@
 """reports/outcomes.csv: every question's outcome under every method, committed to git so that a
 pull request's `git diff` shows exactly which questions changed, and so that comparisons
 (skillrag.report.paired), the PR comment (skillrag.report.diff) and the re-evaluation alarm
-(skillrag.reevaluation) pair methods and commits on the same questions.
+(skillrag.pipeline.reevaluation) pair methods and commits on the same questions.
 
 One row per method x dataset x question id, sorted by those three: the strict scores the runner
 stored in `Trace.scores` (ACC, EM 0/1; F1 to 4 decimals), whether the strict answer was empty,

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from skillrag.report.inputs import Inputs
-from skillrag.report.paired import Planned, PairedResult, holm, reading, run_tests, scopes, wilson
+from skillrag.report.paired import PairedResult, Planned, holm, reading, run_tests, scopes, wilson
 
 
 def routed(round_: Mapping[str, Any]) -> bool:

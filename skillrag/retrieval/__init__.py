@@ -18,7 +18,6 @@ from skillrag.retrieval.base import Hit, IndexMissingError, Retriever
 from skillrag.retrieval.bm25s_backend import BM25sRetriever
 from skillrag.retrieval.dense import DenseRetriever, build_dense
 from skillrag.retrieval.fingerprint import (
-    IndexCorruptError,
     dense_fingerprint,
     index_fingerprint,
     index_identity,
@@ -26,6 +25,7 @@ from skillrag.retrieval.fingerprint import (
 )
 from skillrag.retrieval.fusion import HybridRetriever
 from skillrag.retrieval.index import IndexStats, build_indexes
+from skillrag.retrieval.index_manifest import IndexCorruptError
 from skillrag.retrieval.lucene_backend import LuceneRetriever
 
 BM25_BACKENDS = ("lucene", "bm25s")

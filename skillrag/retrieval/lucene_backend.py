@@ -17,7 +17,7 @@ from typing import Any
 from skillrag.data.schema import Passage
 from skillrag.files import DataError
 from skillrag.retrieval.base import Hit, check_k, require_index
-from skillrag.retrieval.fingerprint import verify_index
+from skillrag.retrieval.index_manifest import verify_index
 from skillrag.retrieval.java import java_class
 
 

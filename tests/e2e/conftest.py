@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from skillrag.config import load_params
-from skillrag.recommit import run_tiny, tiny_project
+from skillrag.pipeline.recommit import run_tiny, tiny_project
 from tests.conftest import REPO, SHARED_DATA
 
 
 def make_project(root: Path) -> Path:
     """dvc.yaml, params.yaml (the tiny profile's resolved values, as `skillrag params --profile tiny`
-    prints them, with absolute data paths) and the code DVC hashes (skillrag.recommit.tiny_project)."""
+    prints them, with absolute data paths) and the code DVC hashes (skillrag.pipeline.recommit.tiny_project)."""
     tiny_project(REPO, root)
     params = load_params(root / "params.yaml")
     assert params.prepare.local_dir == SHARED_DATA.resolve()

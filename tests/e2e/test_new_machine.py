@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skillrag.repro import Runner
+from skillrag.pipeline.repro import Runner
 from tests.conftest import REPO
 from tests.e2e.conftest import make_project, run
 

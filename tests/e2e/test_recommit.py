@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from skillrag.recommit import differences
+from skillrag.pipeline.recommit import differences
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import pytest
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from skillrag import stages
+from skillrag.pipeline import stages
 from tests.flows.test_sharding import _headline, _runs, _workspace
 
 pytestmark = pytest.mark.slow  # starts Dask worker processes and a temporary Prefect server
@@ -20,7 +20,7 @@ class Fakes(WorkerPlugin):
     """Every worker process answers with the fakes, as the test process does."""
 
     def setup(self, worker):
-        from skillrag import runtime
+        from skillrag.pipeline import runtime
         from tests.fake_cli import PausingLM
         from tests.fakes import CORPUS, OverlapRetriever
 
@@ -32,8 +32,8 @@ def test_evaluate_flow_on_two_dask_workers_equals_one_process(tmp_path, fakes, p
     from flows.stages import FLOWS
 
     single, params = _workspace(tmp_path / "single")
-    stages.evaluate(params, single)
-    stages.summarize(params, single)
+    stages.evaluate.evaluate(params, single)
+    stages.summarize.summarize(params, single)
     sharded, _ = _workspace(tmp_path / "sharded")
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     with cluster, Client(cluster) as client:

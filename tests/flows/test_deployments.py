@@ -61,7 +61,7 @@ def test_reevaluation_runs_nightly_on_cpu_forced_once_a_week_on_sunday_and_weekl
 
 
 def test_each_pool_deploys_its_own_deployments_by_name():
-    from skillrag.deploy import deployments_on
+    from skillrag.pipeline.deploy import deployments_on
 
     assert deployments_on(REPO / "prefect.yaml", "cpu") == ["pipeline-cpu", "reevaluate-cpu"]
     assert deployments_on(REPO / "prefect.yaml", "gpu") == ["pipeline-gpu", "reevaluate-gpu"]

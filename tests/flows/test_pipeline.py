@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from skillrag.repro import Runner
-from tests.test_repro import _environment, _messages, make_project  # noqa: F401  (_environment: autouse, git identity and PATH)
+from skillrag.pipeline.repro import Runner
+from tests.pipeline.test_repro import _environment, _messages, make_project  # noqa: F401  (_environment: autouse, git identity and PATH)
 
 pytestmark = pytest.mark.slow  # a temporary Prefect server
 

@@ -10,9 +10,9 @@ from flows.artifacts import metric_rows
 from flows.common import is_transient, retried, run_stage_on
 from skillrag.config import ConfigError
 from skillrag.files import DataError
+from skillrag.pipeline.repro import StageFailed
+from skillrag.pipeline.stages import STAGES
 from skillrag.quality import GateFailed
-from skillrag.repro import StageFailed
-from skillrag.stages import STAGES
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from skillrag.data.schema import Question
 from skillrag.eval.runner import run_method
 from skillrag.lm.hf import HFCausalLM
 from skillrag.methods import Components, build_method
-from skillrag.reevaluation import (
+from skillrag.pipeline.reevaluation import (
     NonDeterministic,
     Regression,
     RunInputs,

@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
-from skillrag import runtime, stages
 from skillrag.config import load_params
 from skillrag.eval.runner import part_file
 from skillrag.paths import Paths
+from skillrag.pipeline import runtime, stages
 from skillrag.probe.state_store import load_features, read_rows
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
@@ -50,8 +50,8 @@ def _headline(paths):
 
 def test_sharded_evaluate_equals_the_single_process_run(tmp_path, fakes):
     single, params = _workspace(tmp_path / "single")
-    stages.evaluate(params, single)
-    stages.summarize(params, single)
+    stages.evaluate.evaluate(params, single)
+    stages.summarize.summarize(params, single)
     sharded, params = _workspace(tmp_path / "sharded")
     seen = []
 
@@ -63,8 +63,8 @@ def test_sharded_evaluate_equals_the_single_process_run(tmp_path, fakes):
         )
         return results
 
-    stages.evaluate(params, sharded, shards=3, map_shards=record)
-    metrics = stages.summarize(params, sharded)
+    stages.evaluate.evaluate(params, sharded, shards=3, map_shards=record)
+    metrics = stages.summarize.summarize(params, sharded)
     # the two methods of one wave in one map: on Dask, on separate workers at once
     assert [(args[2], *args[4:]) for args in seen] == [(m, k, 3) for m in METHODS for k in range(3)]
     assert _runs(sharded) == _runs(single)
@@ -75,7 +75,7 @@ def test_sharded_evaluate_equals_the_single_process_run(tmp_path, fakes):
 
 def test_an_interrupted_sharded_evaluate_resumes(tmp_path, fakes):
     single, params = _workspace(tmp_path / "single")
-    stages.evaluate(params, single)
+    stages.evaluate.evaluate(params, single)
     paths, params = _workspace(tmp_path / "sharded")
 
     def die_in_second_shard(fn, calls):
@@ -83,7 +83,7 @@ def test_an_interrupted_sharded_evaluate_resumes(tmp_path, fakes):
         raise KeyboardInterrupt  # the worker of shard 1 is lost before it writes anything
 
     with pytest.raises(KeyboardInterrupt):
-        stages.evaluate(params, paths, shards=2, map_shards=die_in_second_shard)
+        stages.evaluate.evaluate(params, paths, shards=2, map_shards=die_in_second_shard)
     first = part_file(paths.run_file("no_retrieval", "nq"), 0)
     assert len(first.read_text().splitlines()) == 3  # shard 0's three questions are kept
     answered = []
@@ -97,14 +97,14 @@ def test_an_interrupted_sharded_evaluate_resumes(tmp_path, fakes):
         )
         return results
 
-    stages.evaluate(params, paths, shards=3, map_shards=count)  # another shard count resumes too
+    stages.evaluate.evaluate(params, paths, shards=3, map_shards=count)  # another shard count resumes too
     assert len(answered) == 4 + 7  # only no_retrieval's four unanswered questions, all of single_step's
     assert _runs(paths) == _runs(single)
 
 
 def test_sharded_extract_equals_the_single_process_run_and_resumes(tmp_path, fakes, monkeypatch):
     single, params = _workspace(tmp_path / "single")
-    stages.extract(params, single)
+    stages.extract.extract(params, single)
     sharded, params = _workspace(tmp_path / "sharded")
 
     def die_after_first(fn, calls):
@@ -112,11 +112,11 @@ def test_sharded_extract_equals_the_single_process_run_and_resumes(tmp_path, fak
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        stages.extract(params, sharded, shards=2, map_shards=die_after_first)
+        stages.extract.extract(params, sharded, shards=2, map_shards=die_after_first)
     assert (sharded.states.with_name("states.parts") / "part-0-of-2" / "rows" / "meta.json").exists()
     lms = []
     monkeypatch.setattr(runtime, "open_lm", lambda params: lms.append(PausingLM()) or lms[-1])
-    summary = stages.extract(params, sharded, shards=2)
+    summary = stages.extract.extract(params, sharded, shards=2)
     assert sum(lm.calls for lm in lms) > 0 and lms[0].calls == 0  # the finished shard is not redone
     assert summary["rows"] == len(read_rows(single.states))
     columns = ["id", "strategy", "text", "answer", "acc", "em"]
@@ -125,7 +125,7 @@ def test_sharded_extract_equals_the_single_process_run_and_resumes(tmp_path, fak
     for layer, tensor in load_features(single.states, expected).items():
         assert load_features(sharded.states, got)[layer].equal(tensor)
     lms.clear()
-    stages.extract(params, sharded)  # the single-process run finds the merged output up to date
+    stages.extract.extract(params, sharded)  # the single-process run finds the merged output up to date
     assert lms[0].calls == 0
     assert not sharded.states.with_name("states.parts").exists()
 
@@ -140,9 +140,9 @@ def test_sharded_extract_with_a_real_tiny_model_gives_the_same_rows(tmp_path, fa
     lm = HFCausalLM(tiny_model("llama", len(tokenizer), tokenizer.eos_token_id), tokenizer, name="tiny-llama")
     monkeypatch.setattr(runtime, "open_lm", lambda params: lm)
     single, params = _workspace(tmp_path / "single")
-    stages.extract(params, single)
+    stages.extract.extract(params, single)
     sharded, params = _workspace(tmp_path / "sharded")
-    stages.extract(params, sharded, shards=3)
+    stages.extract.extract(params, sharded, shards=3)
     expected, got = read_rows(single.states), read_rows(sharded.states)
     columns = ["id", "strategy", "text", "answer", "acc", "new_tokens"]
     assert got[columns].equals(expected[columns])

@@ -11,10 +11,10 @@ import torch
 from skillrag.config import load_params
 from skillrag.files import write_json
 from skillrag.paths import Paths
+from skillrag.pipeline.stages.train_probe import train_probe
 from skillrag.probe.prober import Prober
 from skillrag.probe.state_store import write_meta, write_shard
 from skillrag.quality.gate import GateFailed
-from skillrag.stages import train_probe
 from tests.probe.conftest import HIDDEN_SIZE, LAYERS
 
 PARAMS_FILE = Path(__file__).resolve().parents[2] / "params.yaml"

@@ -114,7 +114,7 @@ def test_open_prober_resolves_probe_threshold_at_load_time(trained, tmp_path):
     from skillrag.config import load_params
     from skillrag.lm.loading import model_identity
     from skillrag.paths import Paths
-    from skillrag.runtime import open_prober
+    from skillrag.pipeline.runtime import open_prober
 
     paths = Paths(tmp_path)
     model = "skillrag-tests/no-such-model"  # a hub id that is not cached: identity without a digest
@@ -136,7 +136,7 @@ def test_open_prober_refuses_a_float32_prober_under_int8(trained, tmp_path):
     from skillrag.config import load_params
     from skillrag.lm.loading import model_identity
     from skillrag.paths import Paths
-    from skillrag.runtime import open_prober
+    from skillrag.pipeline.runtime import open_prober
 
     paths = Paths(tmp_path)
     model = "skillrag-tests/no-such-model"

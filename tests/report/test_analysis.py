@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from skillrag.config import Params
 from skillrag.paths import Paths
-from skillrag.stages.analysis import analyze
+from skillrag.pipeline.stages.analyze import analyze
 from skillrag.vectors import decode_vector
 from tests.report.conftest import read_json, separable_states, skill_trace, write_runs
 
@@ -60,8 +60,8 @@ def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, mon
     analyze finds every failure state with its vector."""
     import json
 
-    from skillrag import runtime, stages
     from skillrag.config import load_params
+    from skillrag.pipeline import runtime, stages
     from tests.conftest import write_rows
     from tests.fake_cli import make_workspace
     from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM
@@ -78,7 +78,7 @@ def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, mon
     paths = Paths(workspace)
     (paths.probe / "probe.json").parent.mkdir(parents=True, exist_ok=True)  # the hashed prober stands for a trained one
     (paths.probe / "probe.json").write_text("{}")
-    stages.evaluate(params, paths)
+    stages.evaluate.evaluate(params, paths)
 
     def rounds(method: str) -> list[dict]:
         return [r for line in paths.run_file(method, "nq").read_text().splitlines() for r in json.loads(line)["rounds"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from skillrag.config import Params
 from skillrag.files import write_json
-from skillrag.stages.reporting import report
+from skillrag.pipeline.stages.report import report
 
 PARAMS = Params(evaluate={"datasets": ["hotpotqa", "musique"]},
                 report={"primary": [{"first": "skill_rag", "second": "probing_rag"},

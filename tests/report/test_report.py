@@ -18,9 +18,9 @@ from skillrag import cli
 from skillrag.config import Params
 from skillrag.files import write_json
 from skillrag.paths import Paths
+from skillrag.pipeline.stages.analyze import analyze
+from skillrag.pipeline.stages.report import report
 from skillrag.report.data_docs import data_docs_index
-from skillrag.stages.analysis import analyze
-from skillrag.stages.reporting import report
 from tests.report.conftest import read_json, simple_trace, write_runs
 
 PARAMS = Params(evaluate={"datasets": ["hotpotqa", "musique"]})

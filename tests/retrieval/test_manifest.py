@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from skillrag.retrieval import IndexCorruptError, IndexMissingError, open_retriever
-from skillrag.retrieval.fingerprint import BM25_DIRS as BACKEND_DIRS
+from skillrag.retrieval.index_manifest import BM25_DIRS as BACKEND_DIRS
 from tests.retrieval.corpus import BuiltIndex
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,60 @@
+import json
+
+import pytest
+
+from skillrag.interrupts import Interrupted
+from skillrag.paths import Paths
+from skillrag.pipeline.timing import rebuilds_log, timed, timing_file
+
+
+class Stopped(Exception):
+    pass
+
+
+def test_a_finished_stage_records_its_wall_time(tmp_path):
+    paths = Paths(tmp_path)
+    with timed(paths, "evaluate-skill_rag"):
+        pass
+    record = json.loads(timing_file(paths, "evaluate-skill_rag").read_text())
+    assert timing_file(paths, "evaluate-skill_rag").name == "evaluate-skill_rag.json"
+    assert record["stage"] == "evaluate-skill_rag"
+    assert record["legs"] == 1
+    assert 0 <= record["wall_s"] < 60
+    assert record["device"]
+
+
+def test_an_interrupted_leg_is_added_to_the_leg_that_finishes(tmp_path, monkeypatch):
+    clock = iter([0.0, 100.0, 1000.0, 1030.0, 2000.0, 2005.0])  # legs of 100 s (stopped), 30 s, then 5 s
+    monkeypatch.setattr("skillrag.pipeline.timing.time.monotonic", lambda: next(clock))
+    paths = Paths(tmp_path)
+    with pytest.raises(Interrupted), timed(paths, "extract"):
+        raise Interrupted(15)
+    assert not timing_file(paths, "extract").exists()
+    with timed(paths, "extract"):
+        pass
+    record = json.loads(timing_file(paths, "extract").read_text())
+    assert (record["wall_s"], record["legs"]) == (130.0, 2)
+    with timed(paths, "extract"):  # the next run starts afresh
+        pass
+    assert json.loads(timing_file(paths, "extract").read_text())["legs"] == 1
+
+
+def test_a_failed_leg_adds_no_leg_to_the_next_run(tmp_path):
+    paths = Paths(tmp_path)
+    for _ in range(4):
+        with pytest.raises(ValueError), timed(paths, "summarize"):
+            raise ValueError("bad input")
+    with timed(paths, "summarize"):
+        pass
+    assert json.loads(timing_file(paths, "summarize").read_text())["legs"] == 1
+
+
+def test_a_rebuild_leg_leaves_the_recorded_timing_and_logs_its_own_time(tmp_path):
+    paths = Paths(tmp_path)
+    timing_file(paths, "index").parent.mkdir(parents=True)
+    timing_file(paths, "index").write_text('{"stage": "index", "wall_s": 865.0}')
+    with timed(paths, "index") as leg:
+        leg.rebuild = True
+    assert timing_file(paths, "index").read_text() == '{"stage": "index", "wall_s": 865.0}'
+    (logged,) = [json.loads(line) for line in rebuilds_log(paths).read_text().splitlines()]
+    assert logged["stage"] == "index" and logged["rebuild"] is True
