@@ -340,3 +340,16 @@ def without_latency(value):
     if isinstance(value, list):
         return [without_latency(v) for v in value]
     return value
+
+
+def use_prober(monkeypatch, paths, prober) -> None:
+    """The evaluate stages open `prober` as the trained one: `runtime.open_prober` returns it, and
+    a stand-in `probe.json` naming its layers lets the stage's check for a trained prober pass (it
+    looks for the file before any model loads) and tells it which stored states are read later."""
+    import json
+
+    from skillrag.pipeline import runtime
+
+    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: prober)
+    paths.probe.mkdir(parents=True, exist_ok=True)
+    (paths.probe / "probe.json").write_text(json.dumps({"layers": list(prober.layers)}))

@@ -28,10 +28,11 @@ from skillrag.pipeline.repro import Runner, deadline_of, parse_duration
 STEP = '''
 import json, os, pathlib, signal, sys, time
 from skillrag.paths import Paths
+from skillrag.interrupts import Interrupted
 from skillrag.pipeline.timing import timed
-def stop(*_):  # as a real stage: it finishes the item in flight, then keeps its stopped leg
+def stop(signum, _):  # as a real stage: it finishes the item in flight, then keeps its stopped leg
     time.sleep(0.5)
-    sys.exit(143)
+    raise Interrupted(signum)
 signal.signal(signal.SIGTERM, stop)
 stage, started = sys.argv[1], time.monotonic()
 P = pathlib.Path
@@ -58,11 +59,14 @@ elif stage == "evaluate":  # resumable: one line per question, a truncated last 
     lines = [line for line in lines if line.endswith("\\n")]
     out.write_text("".join(lines))
     probe = P("data/probe.txt").read_text()
-    with timed(Paths(P(".").resolve()), stage), out.open("a") as handle:
-        for q in questions[len(lines):]:
-            time.sleep(float(os.environ.get("STEP_DELAY", "0")))
-            handle.write(json.dumps({"q": q, "a": q.upper(), "probe": probe}) + "\\n")
-            handle.flush()
+    try:
+        with timed(Paths(P(".").resolve()), stage), out.open("a") as handle:
+            for q in questions[len(lines):]:
+                time.sleep(float(os.environ.get("STEP_DELAY", "0")))
+                handle.write(json.dumps({"q": q, "a": q.upper(), "probe": probe}) + "\\n")
+                handle.flush()
+    except Interrupted as stopped:  # the CLI's exit status for a signal
+        sys.exit(stopped.exit_code)
 elif stage == "summarize":
     write("reports/summary.json", json.dumps({"traces": len(P("data/runs/traces.jsonl").read_text().splitlines())}))
 if stage not in ("evaluate", "summarize"):  # evaluate's is written by timed, over all its legs

@@ -18,7 +18,7 @@ from skillrag.pipeline.settings import run_settings
 from skillrag.quality import GateFailed
 from tests.conftest import write_rows
 from tests.fake_cli import PausingLM, make_workspace
-from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, fake_pooled, without_latency
+from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, fake_pooled, use_prober, without_latency
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,8 +164,8 @@ def test_evaluate_answers_questions_concurrently_and_reuses_answers_across_metho
     ]
     write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)  # the corpus has passages on these
     monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
-    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: HashProber())
     paths, names = Paths(workspace), ["no_retrieval", "single_step", "probing_rag"]
+    use_prober(monkeypatch, paths, HashProber())
     files = [paths.run_file(name, "nq") for name in names]
     runs, reuse, calls = [], [], []
     for concurrency, cache in ((1, 0), (3, 64)):

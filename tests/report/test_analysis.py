@@ -64,7 +64,7 @@ def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, mon
     from skillrag.pipeline import runtime, stages
     from tests.conftest import write_rows
     from tests.fake_cli import make_workspace
-    from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM
+    from tests.fakes import CORPUS, HashProber, OverlapRetriever, RuleLM, use_prober
 
     workspace = make_workspace(tmp_path / "ws")
     topics = ["Cast Away film", "Apollo 11 Moon", "FedEx company", "Forrest Gump film", "Tom Hanks actor", "Robert Zemeckis"]
@@ -72,12 +72,10 @@ def test_evaluate_keeps_skill_rags_failure_states_for_the_analysis(tmp_path, mon
              "split": "eval"} for i, t in enumerate(topics)]
     write_rows(workspace / "data" / "questions" / "eval" / "nq.jsonl", rows)
     monkeypatch.setattr(runtime, "open_retriever", lambda params, paths: OverlapRetriever(CORPUS))
-    monkeypatch.setattr(runtime, "open_prober", lambda params, paths, lm, method=None: HashProber())
     monkeypatch.setattr(runtime, "open_lm", lambda params: RuleLM())
     params = load_params(workspace / "params.yaml", overrides=["evaluate.methods=[probing_rag, skill_rag]"])
     paths = Paths(workspace)
-    (paths.probe / "probe.json").parent.mkdir(parents=True, exist_ok=True)  # the hashed prober stands for a trained one
-    (paths.probe / "probe.json").write_text("{}")
+    use_prober(monkeypatch, paths, HashProber())
     stages.evaluate.evaluate(params, paths)
 
     def rounds(method: str) -> list[dict]:

@@ -35,7 +35,7 @@ with ExitStack() as held:
 def held(tmp_path) -> Iterator[tuple[Paths, subprocess.Popen]]:
     """A workspace whose every stage lock another process holds."""
     paths = Paths(make_workspace(tmp_path / "ws"))
-    locks = [str(paths.locks / f"{name}.lock") for name in STAGES]
+    locks = [str(paths.locks / f"{stage.command}.lock") for stage in STAGES.values()]
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, *locks], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -49,8 +49,8 @@ def test_every_stage_refuses_to_run_while_another_process_holds_its_lock(held):
     paths, holder = held
     params = load_params(paths.root / "params.yaml")
     before = sorted(p.relative_to(paths.root) for p in paths.root.rglob("*") if ".skillrag" not in p.parts)
-    for name, stage in STAGES.items():
-        with pytest.raises(WorkspaceBusy, match=rf"`skillrag {name}` is already running on this workspace \(pid {holder.pid}: "):
+    for stage in STAGES.values():
+        with pytest.raises(WorkspaceBusy, match=rf"`skillrag {stage.command}` is already running on this workspace \(pid {holder.pid}: "):
             stage(params, paths)
     assert sorted(p.relative_to(paths.root) for p in paths.root.rglob("*") if ".skillrag" not in p.parts) == before
 
