@@ -196,7 +196,7 @@ def retry_retriever(args: argparse.Namespace, questions: list):
     if (args.index / "bm25s").is_dir():
         return open_retriever("bm25s", args.index)
     gold = {pid for q in questions for pid in q.meta.get("gold_passage_ids", [])}
-    passages = [p for i, p in enumerate(read_corpus(args.corpus)) if i < args.corpus_passages or p.id in gold]
+    passages = list(read_corpus(args.corpus, args.corpus_passages, gold))
     folder = Path(tempfile.mkdtemp(prefix="skillrag-bench-index-"))
     build_bm25s_index(passages, folder / "bm25s", 0.9, 0.4)
     write_index_manifest(folder, ("bm25s",))

@@ -54,6 +54,7 @@ class PrepareParams(_Section):
 class IndexParams(_Section):
     corpus_file: Path = Path("../shared/data/corpus/passages.jsonl")
     max_passages: int | None = Field(None, ge=1)
+    question_evidence: bool = False  # with max_passages: also index the written questions' gold passages
     threads: int = Field(2, ge=1)
     smoke_queries: int = Field(20, ge=0)
 

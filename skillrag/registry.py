@@ -215,8 +215,9 @@ STAGES: dict[str, StageEntry] = {
             outs=(Out("data/questions"), validation("questions")),
         ),
         StageEntry(
-            "index", "index", "skillrag.pipeline.stages.index", inputs=("${index.corpus_file}",),
-            params=("index.corpus_file", "index.max_passages", "index.smoke_queries", "retrieval.k1", "retrieval.b"),
+            "index", "index", "skillrag.pipeline.stages.index", inputs=("${index.corpus_file}", "data/questions"),
+            params=("index.corpus_file", "index.max_passages", "index.question_evidence", "index.smoke_queries",
+                    "retrieval.k1", "retrieval.b"),
             outs=(
                 Out("data/corpus", cache=True), Out(INDEX, cache=True, note="lucene/, bm25s/ and their manifest"),
                 Out(INDEX_FINGERPRINT, note="corpus digest, BM25 settings, versions, smoke queries' top-k"),

@@ -27,3 +27,14 @@ def load_split(questions_dir: Path, split: str, max_question_chars: int | None =
         ]
         for path in sorted(folder.glob("*.jsonl"))
     }
+
+
+def gold_passage_ids(questions_dir: Path) -> set[str]:
+    """The corpus ids of the gold (supporting) passages of every written question, all splits:
+    what a small index must hold for retrieval to find their evidence (`index.question_evidence`)."""
+    return {
+        str(pid)
+        for path in sorted(Path(questions_dir).glob("*/*.jsonl"))
+        for _, row in numbered_jsonl(path)
+        for pid in (row.get("meta") or {}).get("gold_passage_ids", [])
+    }

@@ -21,11 +21,13 @@ def index(params: Params, paths: Paths) -> Any:
     (skillrag.retrieval.fingerprint); returns IndexStats, a `rebuild` when the fingerprint is the
     one already recorded."""
     from skillrag.data.corpus import read_corpus
+    from skillrag.data.splits import gold_passage_ids
     from skillrag.files import write_json
     from skillrag.retrieval import build_indexes, index_fingerprint
     from skillrag.retrieval.fingerprint import smoke_queries
 
-    passages = list(read_corpus(params.index.corpus_file, params.index.max_passages))
+    keep = gold_passage_ids(paths.questions) if params.index.question_evidence else set()
+    passages = list(read_corpus(params.index.corpus_file, params.index.max_passages, keep))
     stats = build_indexes(
         passages, paths.corpus, paths.index, params.index.threads, params.retrieval.k1, params.retrieval.b
     )

@@ -97,3 +97,23 @@ def test_a_dense_backend_builds_the_dense_index_on_first_use_only(tmp_path: Path
     assert json.loads((paths.dense_index / "validation.json").read_text())["success"]
     runtime.open_retriever(dense, paths)
     assert capsys.readouterr().err == ""  # built once
+
+
+def test_a_small_index_with_question_evidence_holds_the_written_questions_gold_passages(tmp_path: Path, params: Params) -> None:
+    """`index.max_passages` keeps the corpus's first passages; `index.question_evidence` adds the
+    gold passages of the written questions (the quick profile), so retrieval can find them."""
+    from skillrag.files import write_jsonl
+    from skillrag.retrieval import open_retriever
+
+    paths = Paths(tmp_path / "ws")
+    gold = make_passages()[9]  # past the first three
+    write_jsonl(paths.question_file("eval", "nq"), [
+        {"id": "nq-0", "dataset": "nq", "question": "who discovered penicillin", "answers": ["Fleming"], "split": "eval",
+         "meta": {"gold_passage_ids": [gold.id]}},
+    ])
+    small = params.model_copy(update={"index": params.index.model_copy(update={"max_passages": 3, "smoke_queries": 2})})
+    assert STAGES["index"](small, paths).passages == 3
+    with_evidence = small.model_copy(update={"index": small.index.model_copy(update={"question_evidence": True})})
+    assert STAGES["index"](with_evidence, paths).passages == 4
+    hits = open_retriever("lucene", paths.index).search("penicillin", 1)
+    assert hits[0].passage.id == gold.id
