@@ -35,6 +35,7 @@ from skillrag.data.splits import load_split
 from skillrag.files import write_jsonl
 from skillrag.paths import Paths
 from skillrag.pipeline.recommit import VOLATILE
+from skillrag.pipeline.stages import ensure_index
 from skillrag.pipeline.stages.evaluate import evaluate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +80,7 @@ def main() -> None:
     mixed = [q for d in params.evaluate.datasets for q in found[d][: args.per_dataset]]
     chosen = {"mixed": [replace(q, dataset="mixed") for q in mixed]}
     count = len(mixed)
+    ensure_index(params, root, print)  # a fresh clone keeps no index; the named runs share the pipeline's
 
     def run(method: str) -> tuple[float, float]:
         """(wall, this process's CPU) seconds of one method's run."""

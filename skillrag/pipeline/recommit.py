@@ -176,12 +176,26 @@ def tiny_project(code: Path, dest: Path, root: Path | None = None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(code / "dvc.yaml", dest / "dvc.yaml")
     shutil.copytree(code / "skillrag", dest / "skillrag", ignore=shutil.ignore_patterns("__pycache__"))
+    for side in _side_inputs(code):
+        shutil.copytree(code / side, dest / side, ignore=shutil.ignore_patterns("__pycache__"))
     with tempfile.NamedTemporaryFile("w", dir=root, prefix=".recommit-", suffix=".yaml") as params:
         params.write((code / PARAMS).read_text(encoding="utf-8"))
         params.flush()
         resolved = _run(["skillrag", "--params", params.name, "--profile", TINY, "params"], root, code=code)
     (dest / PARAMS).write_text(resolved)
     return dest
+
+
+def _side_inputs(code: Path) -> list[str]:
+    """The project folders a stage reads and no stage writes (the report's side experiments and
+    named runs): DVC refuses to run a stage whose dependency is missing, so a tiny project has them."""
+    stages = (yaml.safe_load((code / "dvc.yaml").read_text(encoding="utf-8")) or {}).get("stages", {})
+    outs = [out if isinstance(out, str) else next(iter(out))
+            for entry in stages.values() for kind in ("outs", "metrics", "plots") for out in entry.get(kind, [])]
+    deps = dict.fromkeys(dep for entry in stages.values() for dep in entry.get("deps", []))
+    return [dep for dep in deps
+            if (code / dep).is_dir() and not dep.startswith(("..", "$", CODE))
+            and not any(dep == out or out.startswith(f"{dep}/") or dep.startswith(f"{out}/") for out in outs)]
 
 
 def run_tiny(project: Path) -> Path:

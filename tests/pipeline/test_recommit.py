@@ -22,6 +22,7 @@ from skillrag.pipeline.recommit import (
     differences,
     split,
     stale,
+    tiny_project,
 )
 
 DVC_YAML = """\
@@ -117,6 +118,23 @@ def test_on_a_new_machine_an_absent_cache_only_output_keeps_its_recorded_hash(pr
     assert split(absent) == ([], [])
     mid_hash = [line for line in recorded.splitlines() if "md5" in line]
     assert set(mid_hash) & set((project / "dvc.lock").read_text().splitlines())  # mid.txt's hash as recorded
+
+
+def test_a_tiny_project_holds_every_input_no_stage_writes(tmp_path: Path) -> None:
+    """The report reads experiments/ and the named runs' folders, which no stage writes: DVC refuses
+    a stage whose dependency is missing, so the tiny project (recommit's runs, the e2e tests) has them."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    tiny = tiny_project(repo, tmp_path / "tiny")
+    stages = yaml.safe_load((tiny / "dvc.yaml").read_text())["stages"]
+    written = {out if isinstance(out, str) else next(iter(out))
+               for entry in stages.values() for kind in ("outs", "metrics", "plots") for out in entry.get(kind, [])}
+    read = {dep for entry in stages.values() for dep in entry.get("deps", []) if not dep.startswith(("..", "$"))}
+    unwritten = {dep for dep in read if not any(dep == out or out.startswith(f"{dep}/") or dep.startswith(f"{out}/") for out in written)}
+    assert {"experiments", "data/custom", "reports/custom"} <= unwritten
+    assert [dep for dep in sorted(unwritten) if not (tiny / dep).exists()] == []
+    assert (tiny / "experiments" / "README.md").read_text() == (repo / "experiments" / "README.md").read_text()
 
 
 def test_an_unknown_base_is_refused(project: Path, tmp_path: Path) -> None:
