@@ -42,9 +42,9 @@ class PrepareParams(_Section):
     hub_id: str = "RUC-NLPIR/FlashRAG_datasets"
     train_datasets: list[Dataset] = ["hotpotqa", "nq", "triviaqa"]
     eval_datasets: list[Dataset] = list(DATASETS)
-    train_size: int = Field(100, ge=1)
-    dev_size: int = Field(100, ge=1)
-    eval_size: int = Field(30, ge=1)
+    train_size: int = Field(1000, ge=1)
+    dev_size: int = Field(300, ge=1)
+    eval_size: int = Field(100, ge=1)
     first_draw: FirstDraw = FirstDraw()  # the committed run's sizes: every larger sample keeps its questions
     prefer_evidence_in_corpus: bool = True
     max_question_chars: int = Field(2000, ge=50)  # longer questions are left out by prepare, refused elsewhere
@@ -86,7 +86,7 @@ class LMParams(_Section):
     model: str = "qwen2.5-coder-1.5b"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # auto: bfloat16 on GPU and bf16-capable CPUs; int8: int8 Linear weights on the CPU, float32 elsewhere (skillrag.lm.int8)
-    dtype: Literal["auto", "float32", "bfloat16", "float16", "int8"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16", "float16", "int8"] = "int8"
     prompt_format: Literal["auto", "plain", "chat"] = "auto"  # auto: the bundled model's measured format, else plain
     max_new_tokens: int = Field(96, ge=1)
     batch_size: int = Field(16, ge=1)

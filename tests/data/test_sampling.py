@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from skillrag.config import PrepareParams
+from skillrag.config import FirstDraw, PrepareParams
 from skillrag.data.sampling import make_splits, split_sizes
 from skillrag.data.sources import load_local
 from skillrag.text import normalize
@@ -95,17 +95,20 @@ def test_every_split_keeps_its_questions_when_any_split_grows(tmp_path):
                     assert ids <= larger_ids[split, dataset], (split, dataset, small, large)
 
 
+COMMITTED = FirstDraw().model_dump()  # the committed run's sizes, which the first draw keeps
+
+
 def test_the_first_draw_is_kept_when_the_dev_pool_grows(tmp_path):
     """The original rule drew dev before train from shuffles of its own, so a larger dev pool took
     questions the smaller run had trained on; the first draw (the default sizes) keeps them."""
     bundle = _pools_bundle(tmp_path, n_train=400, n_dev=200)
-    before = _ids(make_splits(bundle, PrepareParams()))
+    before = _ids(make_splits(bundle, PrepareParams(**COMMITTED)))
     after = _ids(make_splits(bundle, PrepareParams(train_size=600, dev_size=300, eval_size=60)))
     assert all(ids <= after[key] for key, ids in before.items())
 
 
 def test_the_committed_questions_are_inside_the_next_runs_pools(shared_data):
-    """data/questions (100 train, 100 dev, 30 eval per dataset) is what the default sizes draw,
+    """data/questions (100 train, 100 dev, 30 eval per dataset) is what the first draw's sizes draw,
     and every one of its questions is in the sample at 1,000 / 300 / 100 (issues 46 and 49)."""
     committed = {
         (split, path.stem): {row["id"] for row in map(json.loads, path.read_text().splitlines())}
@@ -113,7 +116,7 @@ def test_the_committed_questions_are_inside_the_next_runs_pools(shared_data):
         for path in (REPO / "data" / "questions" / split).glob("*.jsonl")
     }
     bundle = {d: load_local(shared_data, d) for d in ALL}
-    assert _ids(make_splits(bundle, PrepareParams(local_dir=shared_data))) == committed
+    assert _ids(make_splits(bundle, PrepareParams(local_dir=shared_data, **COMMITTED))) == committed
     larger = _ids(make_splits(bundle, PrepareParams(local_dir=shared_data, train_size=1000, dev_size=300, eval_size=100)))
     assert {key: len(ids) for key, ids in larger.items() if key[0] == "train"} == {
         ("train", "hotpotqa"): 334, ("train", "nq"): 333, ("train", "triviaqa"): 333,
