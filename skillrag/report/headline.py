@@ -97,6 +97,15 @@ def _comparison_sentence(result: PairedResult, adjusted: float, family: int) -> 
             f"over the {family} primary tests: {verdict}")
 
 
+def _resolution_sentence(primary: Sequence[PairedResult]) -> str:
+    """What this run's size can tell: a small run (the quick profile, a first look) must not be read
+    as a finding, and a large one says how fine a difference it resolves."""
+    half = max((r.test.high - r.test.low) / 2 for r in primary)
+    sizes = sorted({r.test.n for r in primary})
+    return (f"At {' / '.join(map(str, sizes))} paired questions a primary interval spans up to ±{100 * half:.1f} points: "
+            "a smaller difference cannot be told from noise here.")
+
+
 def _prober_sentence(inputs: Inputs, studied: str) -> str:
     probe = inputs.probe
     ens, entropy = probe.get("ensemble", {}), probe.get("entropy_baseline", {})
@@ -122,7 +131,8 @@ def headline_section(inputs: Inputs, datasets: Sequence[str], primary: Sequence[
     if not primary:
         return "_None of the primary comparisons (params.yaml `report.primary`) was evaluated._"
     adjusted = holm(primary)
-    sentences = [f"**{studied}**: " + "; ".join(_comparison_sentence(r, a, len(primary)) for r, a in zip(primary, adjusted)) + "."]
+    sentences = [f"**{studied}**: " + "; ".join(_comparison_sentence(r, a, len(primary)) for r, a in zip(primary, adjusted)) + ".",
+                 _resolution_sentence(primary)]
     best = max(inputs.methods, key=lambda m: overall_acc(inputs, m, datasets)[0])
     if best != studied:
         sentences.append(f"The highest overall ACC is {best}'s, {100 * overall_acc(inputs, best, datasets)[0]:.1f} "

@@ -30,6 +30,7 @@ def test_the_first_screen_holds_the_primary_comparisons_their_cost_and_what_each
     for second in ("probing_rag", "single_step"):
         assert f"| skill_rag vs {second} | overall | 12 | 25.0 vs 33.3 | -8.3 (-41.2 to +26.9) | 2 / 3 | 1.000 |" in first_screen
     assert "Holm p (2 tests)" in first_screen and "over the 2 primary tests" in first_screen
+    assert "At 12 paired questions a primary interval spans up to ±34.1 points" in first_screen  # (+26.9 - -41.2) / 2, unrounded
     assert "per question it costs skill_rag 3.71 calls and 3.2 s, probing_rag 1.00 calls" in first_screen.lower()
     assert "Why: the prober ranks dev answers with AUROC 0.740 against 0.730 for mean token entropy" in first_screen
     assert "send 90% of dev answers to retrieval and 0% to a retry" in first_screen
