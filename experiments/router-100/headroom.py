@@ -5,7 +5,8 @@ every router: an oracle fixes each state some skill fixed; a constant choice fix
 fixes. Beside them: the prompt router (content-free and fitted offsets, in sample and
 cross-validated), a learned router (logistic regression on the state vector, cross-validated) and
 whether "some skill fixes it" can be read from the state or from the router's exit margin at all.
-Uses the stage's own functions; the content-free start is the committed run's (no LM needed).
+Uses the stage's own functions; the content-free start is the one this experiment's train_router
+fitted (reports/router_metrics.json beside this script; no LM needed).
 
     python experiments/router-100/headroom.py experiments/router-100/router_traces
 """
@@ -62,8 +63,9 @@ def main(root: Path) -> None:
         f"oracle fixes {fixable.sum()} of {len(states)}; each skill always: {alone}; only that skill: {only}"
     )
 
-    committed = json.loads(Path("reports/router_metrics.json").read_text())["prompt_router"]["content_free"]
-    start = np.array([committed[s] for s in SKILL_NAMES])
+    metrics = Path(__file__).parent / "reports" / "router_metrics.json"
+    content_free = json.loads(metrics.read_text(encoding="utf-8"))["prompt_router"]["content_free"]
+    start = np.array([content_free[s] for s in SKILL_NAMES])
     raw = np.array([s.raw for s in states], dtype=float)
     right = right_choices(fixers)
     show("prompt, content-free", [SKILL_NAMES[i] for i in choose(raw, start)], fixers)
