@@ -458,7 +458,7 @@ class Runner:
         self._dvc("commit", "--force", "--quiet", name)
         self._forced_done.add(name)
         self._push(name)
-        self._commit(["dvc.lock", *self._kept(step), *self._readme()], f"run: stage {name} finished ({minutes:.1f} min here)")
+        self._commit(["dvc.lock", *self._kept(step)], f"run: stage {name} finished ({minutes:.1f} min here)")
         self.echo(f"{name}: finished in {minutes:.1f} min")
         return True
 
@@ -504,18 +504,21 @@ class Runner:
             )
 
     def _kept(self, step: Step) -> list[str]:
-        """What a stage's commits carry: its git-tracked outputs and, for a resumable stage, the
+        """What a stage's commits carry: its git-tracked outputs, the README's results block
+        regenerated from them (a stage that starts removes its timing record, so even a failed or
+        stopped stage's commit changes what the block shows) and, for a resumable stage, the
         wall time of its stopped legs (skillrag.pipeline.timing), so that the leg which finishes it on
         another machine records the stage's whole time; the finishing commit removes the file. A
         project that git-ignores the legs file only loses that: its legs stay on the machine."""
+        kept = [*step.git_outs, *self._readme()]
         if not step.resumable:
-            return list(step.git_outs)
+            return kept
         from skillrag.paths import Paths
         from skillrag.pipeline.timing import _legs_file
 
         legs = _legs_file(Paths(self.root), step.name).relative_to(self.root).as_posix()
         ignored = self._in_git() and self._git("check-ignore", "-q", "--no-index", legs, check=False).returncode == 0
-        return list(step.git_outs) if ignored else [*step.git_outs, legs]
+        return kept if ignored else [*kept, legs]
 
     def _check_trackable(self, step: Step) -> None:
         """Fail before hours of compute, not after: a git-tracked output must not be git-ignored."""

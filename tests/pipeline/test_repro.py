@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from skillrag.errors import ConfigError
-from skillrag.pipeline.repro import Runner, deadline_of, parse_duration
+from skillrag.pipeline.repro import Runner, StageFailed, deadline_of, parse_duration
+from skillrag.report.readme import BEGIN, END, results_block
 
 STEP = '''
 import json, os, pathlib, signal, sys, time
@@ -39,6 +40,10 @@ P = pathlib.Path
 def write(path, text):
     P(path).parent.mkdir(parents=True, exist_ok=True)
     P(path).write_text(text)
+def record(stage, wall_s):  # as skillrag.pipeline.timing writes it
+    return json.dumps({"stage": stage, "wall_s": wall_s, "legs": 1, "device": "test", "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())})
+if os.environ.get("STEP_FAIL") == stage:
+    sys.exit(3)
 questions = P("data/questions.txt").read_text().split() if stage != "prepare" else []
 if stage == "prepare":
     write("data/questions.txt", "".join(f"q{i}\\n" for i in range(int(P("src.txt").read_text()))))
@@ -70,7 +75,7 @@ elif stage == "evaluate":  # resumable: one line per question, a truncated last 
 elif stage == "summarize":
     write("reports/summary.json", json.dumps({"traces": len(P("data/runs/traces.jsonl").read_text().splitlines())}))
 if stage not in ("evaluate", "summarize"):  # evaluate's is written by timed, over all its legs
-    write(f"reports/timings/{stage}.json", json.dumps({"stage": stage, "wall_s": round(time.monotonic() - started, 3)}))
+    write(f"reports/timings/{stage}.json", record(stage, round(time.monotonic() - started, 3)))
 '''
 
 
@@ -227,7 +232,9 @@ def test_a_project_that_ignores_the_legs_file_still_commits_a_stopped_stage(tmp_
 
 def _record_times(project: Path, **seconds: float) -> None:
     for stage, wall_s in seconds.items():
-        (project / "reports" / "timings" / f"{stage}.json").write_text(json.dumps({"stage": stage, "wall_s": wall_s}))
+        (project / "reports" / "timings" / f"{stage}.json").write_text(
+            json.dumps({"stage": stage, "wall_s": wall_s, "legs": 1, "device": "earlier", "finished": "2026-01-01T00:00:00"})
+        )
 
 
 def test_a_budget_too_short_for_extract_and_probe_starts_neither(tmp_path):
@@ -324,6 +331,29 @@ def test_a_resumable_stage_is_stopped_before_the_deadline_with_its_partial_outpu
     assert committed == (project / "data/runs/traces.jsonl").read_text()  # every trace written is in git
     assert 0 < len(committed.splitlines()) < 40
     assert "evaluate" not in yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+
+
+def test_a_failed_stage_commits_the_readme_block_its_removed_timing_leaves(tmp_path, monkeypatch):
+    """A stage that starts removes its timing record (a DVC output); the commit that keeps a failed
+    resumable stage's partial outputs carries that removal, so it carries the README's results block
+    regenerated too: the committed README shows exactly what the committed reports hold."""
+    project = make_project(tmp_path / "project")
+    (project / "README.md").write_text(f"# tiny\n\n{BEGIN}\n{END}\n")
+    _sh(project, "git", "add", "README.md")
+    _sh(project, "git", "commit", "-q", "-m", "readme")
+    Runner(project, echo=_quiet).run()
+    assert "| evaluate |" in _sh(project, "git", "show", "HEAD:README.md").stdout
+    (project / "src.txt").write_text("7")
+    _sh(project, "git", "commit", "-q", "-am", "one more question")
+
+    monkeypatch.setenv("STEP_FAIL", "evaluate")
+    with pytest.raises(StageFailed):
+        Runner(project, echo=_quiet).run()
+    assert _messages(project)[0] == "run: stage evaluate failed, partial outputs kept"
+    committed = _sh(project, "git", "show", "HEAD:README.md").stdout
+    assert "| evaluate |" not in committed and "| probe |" in committed
+    assert committed[committed.index(BEGIN):committed.index(END) + len(END)] == results_block(project / "reports")
+    assert _sh(project, "git", "status", "--porcelain", "--", "README.md", "reports").stdout == ""
 
 
 def test_a_changed_command_makes_a_stage_pending_and_a_git_ignored_output_is_refused_before_it_runs(tmp_path):
