@@ -3,6 +3,7 @@ import random
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from skillrag.config import FirstDraw, PrepareParams
 from skillrag.data.sampling import make_splits, split_sizes
@@ -95,30 +96,37 @@ def test_every_split_keeps_its_questions_when_any_split_grows(tmp_path):
                     assert ids <= larger_ids[split, dataset], (split, dataset, small, large)
 
 
-COMMITTED = FirstDraw().model_dump()  # the committed run's sizes, which the first draw keeps
+FIRST_DRAW = FirstDraw().model_dump()  # the sizes of the run committed before issues 46 and 49
 
 
 def test_the_first_draw_is_kept_when_the_dev_pool_grows(tmp_path):
     """The original rule drew dev before train from shuffles of its own, so a larger dev pool took
     questions the smaller run had trained on; the first draw (the default sizes) keeps them."""
     bundle = _pools_bundle(tmp_path, n_train=400, n_dev=200)
-    before = _ids(make_splits(bundle, PrepareParams(**COMMITTED)))
+    before = _ids(make_splits(bundle, PrepareParams(**FIRST_DRAW)))
     after = _ids(make_splits(bundle, PrepareParams(train_size=600, dev_size=300, eval_size=60)))
     assert all(ids <= after[key] for key, ids in before.items())
 
 
-def test_the_committed_questions_are_inside_the_next_runs_pools(shared_data):
-    """data/questions (100 train, 100 dev, 30 eval per dataset) is what the first draw's sizes draw,
-    and every one of its questions is in the sample at 1,000 / 300 / 100 (issues 46 and 49)."""
+def test_the_committed_questions_are_what_the_locked_prepare_params_draw(shared_data):
+    """data/questions is what this code draws with the params dvc.lock recorded for prepare."""
     committed = {
         (split, path.stem): {row["id"] for row in map(json.loads, path.read_text().splitlines())}
         for split in ("train", "dev", "eval")
         for path in (REPO / "data" / "questions" / split).glob("*.jsonl")
     }
+    locked = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]["prepare"]["params"]["params.yaml"]["prepare"]
     bundle = {d: load_local(shared_data, d) for d in ALL}
-    assert _ids(make_splits(bundle, PrepareParams(local_dir=shared_data, **COMMITTED))) == committed
+    assert _ids(make_splits(bundle, PrepareParams(**{**locked, "local_dir": shared_data}))) == committed
+
+
+def test_the_first_draw_is_inside_the_larger_pools(shared_data):
+    """Every question of the first draw (100 train, 100 dev, 30 eval per dataset: the committed run
+    before issues 46 and 49) is in the sample at 1,000 / 300 / 100, so results stay comparable."""
+    bundle = {d: load_local(shared_data, d) for d in ALL}
+    first = _ids(make_splits(bundle, PrepareParams(local_dir=shared_data, **FIRST_DRAW)))
     larger = _ids(make_splits(bundle, PrepareParams(local_dir=shared_data, train_size=1000, dev_size=300, eval_size=100)))
     assert {key: len(ids) for key, ids in larger.items() if key[0] == "train"} == {
         ("train", "hotpotqa"): 334, ("train", "nq"): 333, ("train", "triviaqa"): 333,
     }
-    assert {key: len(ids - larger[key]) for key, ids in committed.items()} == {key: 0 for key in committed}
+    assert {key: len(ids - larger[key]) for key, ids in first.items()} == {key: 0 for key in first}
