@@ -36,7 +36,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
+console = Console(stderr=True)  # progress, notices and errors
+results = Console()  # what a command answers: stdout, so it can be piped or saved
 
 
 @dataclass
@@ -151,7 +152,7 @@ def evaluate(
 
         metrics = evaluate_custom(state.params(), paths, questions, name or "", say=_say)
         paths = paths.for_custom(name or "")
-    Console().print(metrics_table(metrics))
+    results.print(metrics_table(metrics))
     _done(STAGES["summarize"], metrics, paths)
 
 
@@ -285,7 +286,7 @@ def ask(
         return
     if trace.error:
         console.print(f"[red]error:[/] {trace.error}")
-    console.print(
+    results.print(
         f"[bold green]answer:[/] {trace.answer or '(none)'}  [dim]({trace.termination}; "
         f"{trace.totals.llm_calls} LLM calls, {trace.totals.retrievals} retrievals, {trace.totals.latency_s:.1f} s)[/]",
         highlight=False,
@@ -433,7 +434,7 @@ def models() -> None:
             "yes" if installed else "no",
             "yes" if is_converted(model.name) else "no",
         )
-    Console().print(table)
+    results.print(table)
     for model in BUNDLED.values():
         console.print(f"{model.name}: {model.licence.spdx}, {model.licence.note}", highlight=False, soft_wrap=True)
     for model in BUNDLED.values():
@@ -464,7 +465,7 @@ def search(
     for rank, hit in enumerate(retriever.search(query, k), start=1):
         text = hit.passage.text if len(hit.passage.text) <= 200 else hit.passage.text[:200] + " ..."
         table.add_row(str(rank), f"{hit.score:.4g}", hit.passage.id, hit.passage.title, text)
-    Console().print(table)
+    results.print(table)
 
 
 GLOBAL_OPTIONS = ("--params", "--profile", "--set")

@@ -91,13 +91,14 @@ def test_search_k_below_one_is_a_parameter_error(params_file):
     assert code == 2 and "Invalid value for '-k'" in out and "Traceback" not in out
 
 
-def test_ask_shows_rounds_live(params_file, index_built, monkeypatch):
+def test_ask_shows_rounds_live_and_answers_on_stdout(params_file, index_built, monkeypatch):
     lm = FakeLM(replies=[" It is Paris.\nAnswer: Paris"])
     retriever = OverlapRetriever([Passage("p1", "Paris", "Paris is the capital of France.")])
     monkeypatch.setattr(components, "open_components", lambda *a, **k: Components(lm, retriever))
-    code, out = invoke(params_file, "ask", "What is the capital of France?", "--method", "single_step")
-    assert code == 0, out
-    assert "round 0" in out and "passages: Paris" in out and "answer: Paris" in out
+    result = runner.invoke(cli.app, ["--params", str(params_file), "ask", "What is the capital of France?", "--method", "single_step"])
+    assert result.exit_code == 0, result.output
+    assert "round 0" in result.stderr and "passages: Paris" in result.stderr  # progress
+    assert result.stdout.startswith("answer: Paris")  # the result alone, to pipe or save
 
 
 def test_help_lists_every_stage():
