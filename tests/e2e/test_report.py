@@ -23,7 +23,7 @@ def test_repro_writes_the_report_figures_analysis_and_data_docs(dvc_project):
     metrics = json.loads((dvc_project / "reports" / "metrics.json").read_text())
     for method in metrics:
         assert f"| {method} | " in text
-    assert "| method | hotpotqa | musique | in-domain avg | OOD avg | overall avg |" in text
+    assert "| method | hotpotqa | musique | in-domain | OOD | overall |" in text
     assert "### Case 1:" in text and "## Provenance" in text
     assert (dvc_project / "data" / "data_docs" / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html").is_file()
 
