@@ -39,6 +39,21 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+ALL = ["hotpotqa", "nq", "triviaqa", "musique", "2wiki"]  # the bundle's datasets
+
+
+def make_origin_bundle(root: Path, n_train: int, n_dev: int) -> Path:
+    """Each dataset: `n_train` questions from its original train split, `n_dev` from dev."""
+    for dataset in ALL:
+        rows = [
+            {"id": f"{dataset}-{split}-{i}", "question": f"{split} question {i} of {dataset}?", "answers": ["a"], "orig_split": split}
+            for split, n in (("train", n_train), ("dev", n_dev))
+            for i in range(n)
+        ]
+        write_rows(root / dataset / "questions.jsonl", rows)
+    return root
+
+
 def make_bundle(root: Path, datasets: dict[str, int]) -> Path:
     """A local bundle in the shared-data schema with `n` questions per dataset."""
     for dataset, n in datasets.items():

@@ -12,9 +12,7 @@ from skillrag.data.origin import origin_side
 from skillrag.data.sampling import make_splits
 from skillrag.data.sources import load_dataset_questions, load_local
 from skillrag.files import DataError
-from tests.conftest import write_rows
-
-ALL = ["hotpotqa", "nq", "triviaqa", "musique", "2wiki"]
+from tests.conftest import ALL, make_origin_bundle, write_rows
 
 
 @pytest.mark.parametrize(
@@ -59,24 +57,12 @@ def test_loading_a_bundle_with_an_unknown_orig_split_names_file_and_line(tmp_pat
         load_local(tmp_path, "nq")
 
 
-def _mixed_bundle(root: Path, n_train: int, n_dev: int) -> Path:
-    """Each dataset: `n_train` questions from the original train split, `n_dev` from dev."""
-    for dataset in ALL:
-        rows = [
-            {"id": f"{dataset}-{split}-{i}", "question": f"{split} question {i} of {dataset}?", "answers": ["a"], "orig_split": split}
-            for split, n in (("train", n_train), ("dev", n_dev))
-            for i in range(n)
-        ]
-        write_rows(root / dataset / "questions.jsonl", rows)
-    return root
-
-
 def _sides(questions):
     return {origin_side(q.dataset, q.meta["orig_split"]) for q in questions}
 
 
 def test_eval_never_draws_from_a_train_split_and_pools_prefer_train(tmp_path):
-    root = _mixed_bundle(tmp_path, n_train=10, n_dev=12)
+    root = make_origin_bundle(tmp_path, n_train=10, n_dev=12)
     params = PrepareParams(train_size=15, dev_size=6, eval_size=8, seed=3)
     splits = make_splits({d: load_local(root, d) for d in ALL}, params)
     assert all(_sides(qs) == {"eval"} for qs in splits["eval"].values())
@@ -86,7 +72,7 @@ def test_eval_never_draws_from_a_train_split_and_pools_prefer_train(tmp_path):
 
 
 def test_prober_pools_take_leftover_dev_questions_when_train_runs_out(tmp_path):
-    root = _mixed_bundle(tmp_path, n_train=2, n_dev=16)
+    root = make_origin_bundle(tmp_path, n_train=2, n_dev=16)
     params = PrepareParams(train_size=15, dev_size=6, eval_size=8, seed=3)
     splits = make_splits({d: load_local(root, d) for d in ALL}, params)
     pools = splits["dev"]["nq"] + splits["train"]["nq"]
@@ -95,7 +81,7 @@ def test_prober_pools_take_leftover_dev_questions_when_train_runs_out(tmp_path):
 
 
 def test_too_few_dev_test_questions_for_eval_is_a_clear_error(tmp_path):
-    root = _mixed_bundle(tmp_path, n_train=40, n_dev=3)
+    root = make_origin_bundle(tmp_path, n_train=40, n_dev=3)
     with pytest.raises(ValueError, match=r"only 3 unused questions from its original dev/test split for eval \(need 4\): lower prepare\.eval_size"):
         make_splits({d: load_local(root, d) for d in ALL}, PrepareParams(train_size=3, dev_size=3, eval_size=4))
 

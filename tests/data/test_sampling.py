@@ -9,9 +9,7 @@ from skillrag.config import FirstDraw, PrepareParams
 from skillrag.data.sampling import make_splits, split_sizes
 from skillrag.data.sources import load_local
 from skillrag.text import normalize
-from tests.conftest import REPO, make_bundle, write_rows
-
-ALL = ["hotpotqa", "nq", "triviaqa", "musique", "2wiki"]
+from tests.conftest import ALL, REPO, make_bundle, make_origin_bundle
 
 
 def _params(**kw) -> PrepareParams:
@@ -64,18 +62,6 @@ def test_real_bundle_default_profile(shared_data):
     assert all(evidence)
 
 
-def _pools_bundle(root, n_train: int, n_dev: int):
-    """Each dataset: `n_train` questions from its original train split, `n_dev` from dev."""
-    for dataset in ALL:
-        rows = [
-            {"id": f"{dataset}-{split}-{i}", "question": f"{split} question {i} of {dataset}?", "answers": ["a"], "orig_split": split}
-            for split, n in (("train", n_train), ("dev", n_dev))
-            for i in range(n)
-        ]
-        write_rows(root / dataset / "questions.jsonl", rows)
-    return _questions(root)
-
-
 def _ids(splits):
     return {(split, d): {q.id for q in qs} for split, by in splits.items() for d, qs in by.items()}
 
@@ -84,7 +70,7 @@ def test_every_split_keeps_its_questions_when_any_split_grows(tmp_path):
     """Nested: a run at larger sizes holds every question of a run at smaller ones (while the
     original-train questions last), so the two can be compared question by question. The first
     draw is small here so that growth does the work."""
-    bundle = _pools_bundle(tmp_path, n_train=60, n_dev=60)
+    bundle = _questions(make_origin_bundle(tmp_path, n_train=60, n_dev=60))
     first = {"train_size": 6, "dev_size": 3, "eval_size": 2}
     sizes = [(t, d, e) for t in (6, 30, 75) for d in (3, 15, 30) for e in (2, 10, 20)]
     runs = {s: _ids(make_splits(bundle, PrepareParams(train_size=s[0], dev_size=s[1], eval_size=s[2], first_draw=first))) for s in sizes}
@@ -102,7 +88,7 @@ FIRST_DRAW = FirstDraw().model_dump()  # the sizes of the run committed before i
 def test_the_first_draw_is_kept_when_the_dev_pool_grows(tmp_path):
     """The original rule drew dev before train from shuffles of its own, so a larger dev pool took
     questions the smaller run had trained on; the first draw (the default sizes) keeps them."""
-    bundle = _pools_bundle(tmp_path, n_train=400, n_dev=200)
+    bundle = _questions(make_origin_bundle(tmp_path, n_train=400, n_dev=200))
     before = _ids(make_splits(bundle, PrepareParams(**FIRST_DRAW)))
     after = _ids(make_splits(bundle, PrepareParams(train_size=600, dev_size=300, eval_size=60)))
     assert all(ids <= after[key] for key, ids in before.items())
