@@ -262,8 +262,8 @@ def ask(
     from skillrag.data.schema import Question
     from skillrag.methods import METHODS, build_method
     from skillrag.pipeline.runtime.components import open_components
-    from skillrag.pipeline.stages.evaluate import check_inputs
     from skillrag.pipeline.stages import ensure_index
+    from skillrag.pipeline.stages.evaluate import check_inputs
 
     params, paths = state.params(), state.paths()
     check_inputs(params, paths, [method])  # a missing prober or classifier in a second, before any index is built

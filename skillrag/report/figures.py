@@ -53,7 +53,7 @@ def _save(fig: Any, path: Path) -> None:
 def overall_acc(inputs: Inputs, method: str, datasets: Sequence[str]) -> tuple[float, float, float, int]:
     """(ACC, Wilson low, high, n) over the method's scored questions on `datasets`."""
     scores = scored(inputs, method, datasets, "acc")
-    right = int(round(sum(scores)))
+    right = round(sum(scores))
     low, high = wilson(right, len(scores))
     return right / len(scores), low, high, len(scores)
 

@@ -47,7 +47,7 @@ def share_cell(scores: Sequence[float]) -> str:
     """"mean (low–high)" in percent with the Wilson interval; "–" without scores."""
     if not scores:
         return "–"
-    right, n = int(round(sum(scores))), len(scores)
+    right, n = round(sum(scores)), len(scores)
     low, high = wilson(right, n)
     return f"{100 * right / n:.1f} ({100 * low:.1f}–{100 * high:.1f})"
 

@@ -16,8 +16,7 @@ from skillrag.config import Params
 from skillrag.files import write_jsonl
 from skillrag.paths import Paths
 from skillrag.pipeline import runtime
-from skillrag.pipeline.stages import STAGES
-from skillrag.pipeline.stages import ensure_index
+from skillrag.pipeline.stages import STAGES, ensure_index
 from skillrag.pipeline.timing import rebuilds_log, timing_file
 from tests.retrieval.corpus import make_passages
 
