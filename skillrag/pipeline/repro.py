@@ -100,6 +100,7 @@ class Step:
     name: str
     cmd: str
     git_outs: tuple[str, ...]  # `cache: false` outputs: committed to git
+    persistent_outs: tuple[str, ...]  # git outputs with `persist: true`: what a stopped stage resumes from
     cached_outs: tuple[str, ...]  # cache-only outputs: rebuilt on a new machine
     resumable: bool  # some output is `persist: true`: the command resumes from it
     deps: tuple[str, ...]
@@ -249,6 +250,7 @@ class Runner:
             name=stage.name,
             cmd=stage.cmd if isinstance(stage.cmd, str) else " && ".join(stage.cmd),
             git_outs=tuple(str(o.def_path) for o in stage.outs if not o.use_cache),
+            persistent_outs=tuple(str(o.def_path) for o in stage.outs if not o.use_cache and o.persist),
             cached_outs=cached,
             resumable=any(o.persist for o in stage.outs),
             deps=tuple(str(d.def_path) for d in stage.deps),
@@ -452,13 +454,13 @@ class Runner:
             minutes = (time.monotonic() - started) / 60
             self.echo(f"{name}: stopped for the deadline after {minutes:.1f} min; the next job resumes it")
             if step.resumable:
-                self._commit(self._kept(step), f"run: stage {name} stopped for the deadline, partial outputs ({minutes:.1f} min)")
+                self._commit(self._partial(step), f"run: stage {name} stopped for the deadline, partial outputs ({minutes:.1f} min)")
             return False
         minutes = (time.monotonic() - started) / 60
         self._dvc("commit", "--force", "--quiet", name)
         self._forced_done.add(name)
         self._push(name)
-        self._commit(["dvc.lock", *self._kept(step)], f"run: stage {name} finished ({minutes:.1f} min here)")
+        self._commit(["dvc.lock", *step.git_outs, *self._legs(step), *self._readme()], f"run: stage {name} finished ({minutes:.1f} min here)")
         self.echo(f"{name}: finished in {minutes:.1f} min")
         return True
 
@@ -503,22 +505,26 @@ class Runner:
                 "it does not reproduce them here, so every stage after it would be stale; see `git diff`"
             )
 
-    def _kept(self, step: Step) -> list[str]:
-        """What a stage's commits carry: its git-tracked outputs, the README's results block
-        regenerated from them (a stage that starts removes its timing record, so even a failed or
-        stopped stage's commit changes what the block shows) and, for a resumable stage, the
-        wall time of its stopped legs (skillrag.pipeline.timing), so that the leg which finishes it on
-        another machine records the stage's whole time; the finishing commit removes the file. A
-        project that git-ignores the legs file only loses that: its legs stay on the machine."""
-        kept = [*step.git_outs, *self._readme()]
+    def _partial(self, step: Step) -> list[str]:
+        """What a stopped, failed or checkpointed stage commits: what lets any machine resume it,
+        its persistent outputs and its legs. Its other outputs, removed as it started (its timing
+        record among them), stay in git as the last finished run made them, with the README block
+        that shows them, the runner's estimate and a fresh clone's `ask` reading them, until it finishes."""
+        return [*step.persistent_outs, *self._legs(step)]
+
+    def _legs(self, step: Step) -> list[str]:
+        """A resumable stage's stopped legs' wall time (skillrag.pipeline.timing), so that the leg
+        which finishes it on another machine records the stage's whole time; the finishing commit
+        removes the file. A project that git-ignores the legs file only loses that: its legs stay
+        on the machine."""
         if not step.resumable:
-            return kept
+            return []
         from skillrag.paths import Paths
         from skillrag.pipeline.timing import _legs_file
 
         legs = _legs_file(Paths(self.root), step.name).relative_to(self.root).as_posix()
         ignored = self._in_git() and self._git("check-ignore", "-q", "--no-index", legs, check=False).returncode == 0
-        return kept if ignored else [*kept, legs]
+        return [] if ignored else [legs]
 
     def _check_trackable(self, step: Step) -> None:
         """Fail before hours of compute, not after: a git-tracked output must not be git-ignored."""
@@ -569,7 +575,7 @@ class Runner:
                 if step.resumable and signum is None and not stopping and time.monotonic() >= next_checkpoint:
                     next_checkpoint = time.monotonic() + self.checkpoint_s
                     minutes = (time.monotonic() - started) / 60
-                    self._commit(self._kept(step), f"run: stage {step.name} checkpoint, partial outputs ({minutes:.1f} min)")
+                    self._commit(self._partial(step), f"run: stage {step.name} checkpoint, partial outputs ({minutes:.1f} min)")
             except (interrupts.Interrupted, KeyboardInterrupt) as err:
                 signum = getattr(err, "signum", 2)
                 self._signal(child, signum)
@@ -577,14 +583,14 @@ class Runner:
             kept = "its partial outputs are committed; " if step.resumable else ""
             self.echo(f"{step.name}: interrupted; {kept}rerun `skillrag repro` to continue")
             if step.resumable:
-                self._commit(self._kept(step), f"run: stage {step.name} interrupted, partial outputs")
+                self._commit(self._partial(step), f"run: stage {step.name} interrupted, partial outputs")
             raise interrupts.Interrupted(signum)
         if returncode == 0:
             return True
         if stopping:
             return False
         if step.resumable:
-            self._commit(self._kept(step), f"run: stage {step.name} failed, partial outputs kept")
+            self._commit(self._partial(step), f"run: stage {step.name} failed, partial outputs kept")
         raise StageFailed(step.name, returncode)
 
     @staticmethod

@@ -42,8 +42,6 @@ def write(path, text):
     P(path).write_text(text)
 def record(stage, wall_s):  # as skillrag.pipeline.timing writes it
     return json.dumps({"stage": stage, "wall_s": wall_s, "legs": 1, "device": "test", "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())})
-if os.environ.get("STEP_FAIL") == stage:
-    sys.exit(3)
 questions = P("data/questions.txt").read_text().split() if stage != "prepare" else []
 if stage == "prepare":
     write("data/questions.txt", "".join(f"q{i}\\n" for i in range(int(P("src.txt").read_text()))))
@@ -70,6 +68,8 @@ elif stage == "evaluate":  # resumable: one line per question, a truncated last 
                 time.sleep(float(os.environ.get("STEP_DELAY", "0")))
                 handle.write(json.dumps({"q": q, "a": q.upper(), "probe": probe}) + "\\n")
                 handle.flush()
+                if os.environ.get("STEP_FAIL") == stage:  # a crash after one more trace
+                    sys.exit(3)
     except Interrupted as stopped:  # the CLI's exit status for a signal
         sys.exit(stopped.exit_code)
 elif stage == "summarize":
@@ -333,27 +333,35 @@ def test_a_resumable_stage_is_stopped_before_the_deadline_with_its_partial_outpu
     assert "evaluate" not in yaml.safe_load((project / "dvc.lock").read_text())["stages"]
 
 
-def test_a_failed_stage_commits_the_readme_block_its_removed_timing_leaves(tmp_path, monkeypatch):
-    """A stage that starts removes its timing record (a DVC output); the commit that keeps a failed
-    resumable stage's partial outputs carries that removal, so it carries the README's results block
-    regenerated too: the committed README shows exactly what the committed reports hold."""
+def test_a_failed_stage_commits_its_partial_outputs_and_leaves_the_last_finished_products(tmp_path, monkeypatch):
+    """A stage that starts removes its outputs, its timing record among them. The commit that keeps
+    a failed resumable stage's partial traces carries only what resumes it: the last finished run's
+    other products, its timing (what the next estimate reads) and the README block showing them stay
+    committed, consistent, until the stage finishes."""
     project = make_project(tmp_path / "project")
     (project / "README.md").write_text(f"# tiny\n\n{BEGIN}\n{END}\n")
     _sh(project, "git", "add", "README.md")
     _sh(project, "git", "commit", "-q", "-m", "readme")
     Runner(project, echo=_quiet).run()
-    assert "| evaluate |" in _sh(project, "git", "show", "HEAD:README.md").stdout
     (project / "src.txt").write_text("7")
     _sh(project, "git", "commit", "-q", "-am", "one more question")
+    Runner(project, targets=["probe"], echo=_quiet).run()
+    finished = {path: _sh(project, "git", "show", f"HEAD:{path}").stdout for path in ("README.md", "reports/timings/evaluate.json")}
+    assert "| evaluate |" in finished["README.md"]
 
     monkeypatch.setenv("STEP_FAIL", "evaluate")
     with pytest.raises(StageFailed):
         Runner(project, echo=_quiet).run()
     assert _messages(project)[0] == "run: stage evaluate failed, partial outputs kept"
-    committed = _sh(project, "git", "show", "HEAD:README.md").stdout
-    assert "| evaluate |" not in committed and "| probe |" in committed
-    assert committed[committed.index(BEGIN):committed.index(END) + len(END)] == results_block(project / "reports")
-    assert _sh(project, "git", "status", "--porcelain", "--", "README.md", "reports").stdout == ""
+    assert not (project / "reports" / "timings" / "evaluate.json").exists()  # removed as it started, not committed
+    assert {path: _sh(project, "git", "show", f"HEAD:{path}").stdout for path in finished} == finished
+    committed = tmp_path / "committed"
+    committed.mkdir()
+    subprocess.run(f"git archive HEAD reports | tar -x -C {committed}", shell=True, check=True, cwd=project)
+    readme = finished["README.md"]
+    assert readme[readme.index(BEGIN):readme.index(END) + len(END)] == results_block(committed / "reports")
+    assert "evaluate: pending, ~" in "\n".join(Runner(project).describe())  # estimated from the committed record
+    assert "no recorded time" not in next(line for line in Runner(project).describe() if line.startswith("evaluate:"))
 
 
 def test_a_changed_command_makes_a_stage_pending_and_a_git_ignored_output_is_refused_before_it_runs(tmp_path):
