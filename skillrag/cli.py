@@ -101,8 +101,8 @@ def _say(line: str) -> None:
 def _done(stage: Stage, result: Any, paths: Paths) -> None:
     """The stage's detail lines, then its closing line (the one its Prefect flow logs)."""
     for line in stage.details(result):
-        console.print(line, highlight=False, soft_wrap=True, markup=False)
-    console.print(stage.summary(result, paths), style="green", highlight=False, soft_wrap=True)
+        results.print(line, highlight=False, soft_wrap=True, markup=False)
+    results.print(stage.summary(result, paths), style="green", highlight=False, soft_wrap=True)
 
 
 def _stage_command(stage: Stage) -> None:
