@@ -224,7 +224,7 @@ def test_a_project_that_ignores_the_legs_file_still_commits_a_stopped_stage(tmp_
     _sh(project, "git", "commit", "-qam", "ignore .skillrag")
     Runner(project, targets=["probe"], echo=_quiet).run()
     monkeypatch.setenv("STEP_DELAY", "0.3")
-    runner = Runner(project, deadline=datetime.now(UTC) + timedelta(seconds=64), margin_s=60, checkpoint_s=1, echo=_quiet)
+    runner = Runner(project, deadline=datetime.now(UTC) + timedelta(seconds=70), margin_s=60, checkpoint_s=1, echo=_quiet)
     assert runner.run() == ["evaluate"]
     assert _sh(project, "git", "show", "HEAD:data/runs/traces.jsonl").stdout  # partial traces committed
     assert (project / LEGS).is_file() and _sh(project, "git", "ls-files", LEGS).stdout == ""  # the legs stay here
@@ -323,7 +323,7 @@ def test_a_resumable_stage_is_stopped_before_the_deadline_with_its_partial_outpu
     _record_times(project, evaluate=3600)  # far more than is left: it may start only because a checkpoint fits
     monkeypatch.setenv("STEP_DELAY", "0.3")
     said: list[str] = []
-    runner = Runner(project, deadline=datetime.now(UTC) + timedelta(seconds=66), margin_s=60, checkpoint_s=1, echo=said.append)
+    runner = Runner(project, deadline=datetime.now(UTC) + timedelta(seconds=70), margin_s=60, checkpoint_s=1, echo=said.append)
     assert runner.run() == ["evaluate"]
     assert any("it starts, and is stopped before the deadline" in line for line in said), said
     assert any(line.startswith("evaluate: stopped for the deadline") for line in said), said
