@@ -161,7 +161,7 @@ class LM(Protocol):
         """Greedy-decode every prompt (batched, left-padded) until EOS, a `stop` (see `Stop`) or
         `max_new_tokens`. `prefix`, when given, is a string
         every prompt starts with; its KV cache is computed once and reused. `attention`: also
-        summarise the attention weights (`Generation.attention`; slower: eager attention)."""
+        summarise the attention weights (`Generation.attention`; the text is unchanged)."""
         ...
 
     def loglikelihood(self, prompt: str, continuations: Sequence[str]) -> list[float]:

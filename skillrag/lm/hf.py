@@ -24,6 +24,8 @@ in the window.)
 
 from __future__ import annotations
 
+import copy
+import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -33,6 +35,8 @@ from typing import Self
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import DynamicLayer
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface
 
 from skillrag.lm.base import Attention, Choice, Generation, Stop, answer_tokens, argmax, pool
 from skillrag.lm.calls import ChooseCall, GenerateCall, GenerateRequest, RequestLM, ScoreCall
@@ -216,16 +220,46 @@ class _Batch:
         return out
 
 
+TAPPED_ATTENTION = "skillrag_attention_tap"
+
+
+def _tapped_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tapped layer's attention: its output comes from the model's own implementation
+    (`module.untapped`, e.g. sdpa), so the generation is bit for bit the untapped one; beside it,
+    the last query position's weights per head, [rows, heads, 1, keys], the only row DRAGIN reads
+    (eager attention computed every row of every layer for it)."""
+    own = sys.modules[type(module).__module__].eager_attention_forward
+    untapped = ALL_ATTENTION_FUNCTIONS.get_interface(module.untapped, own)
+    output, _ = untapped(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    keys = repeat_kv(key, module.num_key_value_groups)
+    scores = (query[:, :, -1:] @ keys.transpose(2, 3)).float() * scaling
+    if attention_mask is not None:
+        mask = attention_mask[:, :, -1:, : keys.shape[2]]
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    return output, torch.softmax(scores, dim=-1)
+
+
+AttentionInterface.register(TAPPED_ATTENTION, _tapped_attention)
+
+
 class _AttentionTap:
-    """Reads one attention layer's weights during a generate call, with eager attention switched on
-    for that call only (the fused kernels return no weights) and restored afterwards.
+    """Reads one attention layer's weights during a generate call: for that call only, the last
+    full-attention layer runs `_tapped_attention` (its own config copy names it) and every other
+    layer runs as it always does.
 
     At every forward pass it keeps the last query position's weights, averaged over heads: after
     the prompt pass, each prompt's last position; after each decode step, the fed token's row over
     the generated columns (`generated[row, j, i]`: token j's weight on token i)."""
 
     def __init__(self, model: PreTrainedModel, rows: int, max_new_tokens: int):
-        self.model = model
         config = model.config.get_text_config()
         types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
         index = max(i for i, kind in enumerate(types) if kind == "full_attention")
@@ -234,20 +268,21 @@ class _AttentionTap:
         self.last = torch.zeros(0)
 
     def __enter__(self) -> Self:
-        self.before = self.model.config._attn_implementation
-        self.model.set_attn_implementation("eager")
+        self.shared_config = self.module.config
+        tapped = copy.copy(self.shared_config)
+        tapped._attn_implementation = TAPPED_ATTENTION
+        self.module.config = tapped
+        self.module.untapped = self.shared_config._attn_implementation
         self.handle = self.module.register_forward_hook(self._read)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.handle.remove()
-        self.model.set_attn_implementation(self.before)
+        self.module.config = self.shared_config
+        del self.module.untapped
 
     def _read(self, module: torch.nn.Module, args: tuple, output: tuple) -> None:
-        weights = output[1]
-        if weights is None:
-            raise RuntimeError(f"{type(module).__name__} returned no attention weights under eager attention")
-        self.last = weights[:, :, -1].float().mean(dim=1).cpu()  # [rows, keys]
+        self.last = output[1][:, :, -1].mean(dim=1).cpu()  # [rows, keys]
 
     def record_step(self, live: torch.Tensor, step: int, first_generated: int) -> None:
         self.generated[live.cpu(), step, : step + 1] = self.last[:, first_generated : first_generated + step + 1]
@@ -321,9 +356,9 @@ class HFCausalLM(RequestLM):
         tokens (`Generation.pooled`); an empty answer is represented by the state of its first
         generated token.
         `extra["cached_prompt_tokens"]` counts the prompt tokens taken from the prefix cache.
-        With `attention`, the call runs eager attention (the prefix cache is shared with other
-        calls and stays as computed) and summarises the last full-attention layer's weights
-        (`skillrag.lm.base.Attention`).
+        With `attention`, the call also summarises the last full-attention layer's weights
+        (`skillrag.lm.base.Attention`, read by `_AttentionTap`); its tokens are those of the same
+        call without it.
         """
         if not requests:
             return []

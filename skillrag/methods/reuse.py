@@ -10,10 +10,10 @@ single_step evaluate stages stored (skillrag.eval.generations), read-only.
 A stored generation serves a call when only what is *captured* differs, as long as it captured
 at least the call's layers: the call gets it with the hidden states of its own layers only (none
 when it asked for none), exactly what computing it would have returned. A call with
-`attention=True` runs eager attention, whose rounding differs from the default kernel's in the
-last bits (and whose summary a generation made without it cannot supply), so attention calls
-are served only by generations made with attention, and the others only by generations made
-without it: a served result is always bit for bit the one the call would have computed.
+`attention=True` carries an attention summary that a generation made without it cannot supply,
+and a call without it must get none, so attention calls are served only by generations made
+with attention, and the others only by generations made without it: a served result is always
+bit for bit the one the call would have computed.
 
 Costs as incurred: every generation it computes carries the seconds it took
 (`Generation.compute_s`; computed in one call with others, each row its equal share of the call's

@@ -77,3 +77,30 @@ def test_callers_that_do_not_ask_see_no_change(llama):
     assert after.token_ids == before.token_ids and after.logprobs == before.logprobs
     for layer in before.hidden:
         assert torch.equal(after.hidden[layer], before.hidden[layer])
+
+
+def test_no_layer_runs_eager_attention_and_the_text_is_the_untapped_one(lm):
+    """The summary costs one extra row of one layer: every layer keeps the model's own attention
+    kernel (the tapped one computes its last row beside it), so the call's tokens, log-probs and
+    hidden states are bit for bit those of the call without `attention`."""
+    layers = lm.model.get_decoder().layers
+    seen: list[str] = []
+    hooks = [
+        layer.self_attn.register_forward_pre_hook(lambda module, args: seen.append(module.config._attn_implementation))
+        for layer in layers
+    ]
+    try:
+        [tapped] = lm.generate(PROMPTS[:1], 6, capture=[1, 2], attention=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    own = lm.model.config._attn_implementation
+    assert own != "eager"
+    per_pass = [seen[i : i + len(layers)] for i in range(0, len(seen), len(layers))]
+    assert per_pass and all(kinds == per_pass[0] for kinds in per_pass)
+    assert sorted(set(per_pass[0])) == sorted({own, "skillrag_attention_tap"})
+    assert per_pass[0].count("skillrag_attention_tap") == 1
+    [plain] = lm.generate(PROMPTS[:1], 6, capture=[1, 2])
+    assert tapped.token_ids == plain.token_ids and tapped.logprobs == plain.logprobs
+    for layer in plain.hidden:
+        assert torch.equal(tapped.hidden[layer], plain.hidden[layer])
