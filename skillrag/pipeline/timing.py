@@ -4,9 +4,11 @@ cost on the machine that made it.
 A stage that is interrupted and resumed (extract, train_router, train_adaptive, evaluate keep
 their finished work) runs in several legs: the seconds of each stopped leg wait in the
 workspace's `.skillrag/timings/` and are added to the leg that finishes, so the recorded time is
-the compute the stage took, not only its last leg. Only a leg stopped by a signal counts: a run
-that fails (bad input, a gate, a lock another run holds) adds nothing, since what a resumed run
-reuses is what the stopped legs kept. A leg killed outright (SIGKILL) cannot record itself.
+the compute the stage took, not only its last leg. Only a leg stopped by a signal or killed
+counts: a run that fails (bad input, a gate, a lock another run holds) adds nothing, since what a
+resumed run reuses is what the stopped legs kept. A leg killed outright (SIGKILL, a machine taken
+back) cannot record itself, so a running leg writes its seconds so far beside the stopped legs
+every `HEARTBEAT_S`: it counts up to its last heartbeat.
 
 A leg that only rebuilt a cache-only output the recorded run already describes (`Leg.rebuild`:
 `skillrag index` on a fresh clone) leaves the git-tracked timing file to that run: its own time
@@ -17,8 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from skillrag import interrupts
-from skillrag.files import write_json
+from skillrag.files import replace_text, write_json
 from skillrag.paths import Paths
 
 STOPPED = (interrupts.Interrupted, KeyboardInterrupt)  # a leg stopped by a signal: its kept work is resumed
+HEARTBEAT_S = 60.0  # how often a running leg records its seconds so far: what a leg killed outright loses at most
 
 
 def timing_file(paths: Paths, stage: str) -> Path:
@@ -71,18 +75,46 @@ def _device() -> str:
 
 
 @contextmanager
+def _heartbeat(beat: Callable[[], None]) -> Iterator[None]:
+    """Call `beat` every `HEARTBEAT_S` while the body runs, from a thread of its own."""
+    finished = threading.Event()
+
+    def beating() -> None:
+        while not finished.wait(HEARTBEAT_S):
+            beat()
+
+    thread = threading.Thread(target=beating, name="timing heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        finished.set()
+        thread.join()
+
+
+@contextmanager
 def timed(paths: Paths, stage: str) -> Iterator[Leg]:
-    """Time the body as one leg of `stage`: a leg stopped by a signal is kept for later, one that
-    fails is dropped; one that finishes writes the stage's total to `timing_file` (a rebuild leg:
-    to `rebuilds_log`, the timing file untouched)."""
+    """Time the body as one leg of `stage`: a leg stopped by a signal or killed is kept for later,
+    one that fails is dropped; one that finishes writes the stage's total to `timing_file` (a
+    rebuild leg: to `rebuilds_log`, the timing file untouched)."""
     legs_file = _legs_file(paths, stage)
     earlier: list[float] = json.loads(legs_file.read_text()) if legs_file.exists() else []
     leg, started = Leg(), time.monotonic()
+
+    def record_legs(*legs: float) -> None:
+        if earlier or legs:
+            replace_text(legs_file, json.dumps([*earlier, *legs]))
+        else:
+            legs_file.unlink(missing_ok=True)
+
     try:
-        yield leg
+        with _heartbeat(lambda: record_legs(time.monotonic() - started)):
+            yield leg
     except STOPPED:
-        legs_file.parent.mkdir(parents=True, exist_ok=True)
-        legs_file.write_text(json.dumps([*earlier, time.monotonic() - started]))
+        record_legs(time.monotonic() - started)
+        raise
+    except BaseException:
+        record_legs()
         raise
     legs = [*earlier, time.monotonic() - started]
     record: dict[str, Any] = {

@@ -1,4 +1,7 @@
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -58,3 +61,33 @@ def test_a_rebuild_leg_leaves_the_recorded_timing_and_logs_its_own_time(tmp_path
     assert timing_file(paths, "index").read_text() == '{"stage": "index", "wall_s": 865.0}'
     (logged,) = [json.loads(line) for line in rebuilds_log(paths).read_text().splitlines()]
     assert logged["stage"] == "index" and logged["rebuild"] is True
+
+
+def test_a_leg_killed_outright_counts_to_its_last_heartbeat(tmp_path):
+    """SIGKILL (or a machine taken back) gives the leg no chance to record itself: its heartbeat
+    did, so the leg that finishes the stage adds the killed leg's seconds."""
+    leg = (
+        "import sys, time\nfrom pathlib import Path\n"
+        "from skillrag.paths import Paths\n"
+        "from skillrag.pipeline import timing\n"
+        "timing.HEARTBEAT_S = 0.1\n"
+        "with timing.timed(Paths(Path(sys.argv[1])), 'extract'):\n"
+        "    time.sleep(60)\n"
+    )
+    paths = Paths(tmp_path)
+    legs_file = paths.locks.parent / "timings" / "extract.legs.json"
+    running = subprocess.Popen([sys.executable, "-c", leg, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (legs_file.exists() and json.loads(legs_file.read_text())[-1] >= 0.3):
+            assert time.monotonic() < deadline and running.poll() is None, "the running leg never beat"
+            time.sleep(0.05)
+    finally:
+        running.kill()
+        running.wait()
+    [killed] = json.loads(legs_file.read_text())
+    with timed(paths, "extract"):
+        pass
+    record = json.loads(timing_file(paths, "extract").read_text())
+    assert record["legs"] == 2 and record["wall_s"] >= round(killed, 1) >= 0.3
+    assert not legs_file.exists()
