@@ -8,7 +8,6 @@ one.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -133,24 +132,6 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
 
 def write_json(path: str | Path, obj: Any) -> None:
     replace_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
-
-
-def digest(*files: str | Path) -> str:
-    """sha256 over the bytes of `files` in order: identifies an artifact without its path."""
-    hasher = hashlib.sha256()
-    for file in files:
-        hasher.update(Path(file).read_bytes())
-    return hasher.hexdigest()
-
-
-def listing_digest(directory: str | Path) -> str:
-    """sha256 over the relative path and size of every file under `directory`: identifies a build
-    cheaply where hashing every byte on each run would be slow (a model's weights, an index)."""
-    directory = Path(directory)
-    listing = sorted(
-        (str(file.relative_to(directory)), file.stat().st_size) for file in directory.rglob("*") if file.is_file()
-    )
-    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
 class WorkspaceBusy(UserError):

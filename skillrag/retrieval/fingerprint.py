@@ -19,14 +19,13 @@ for the backend it uses.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from skillrag.files import digest
+from skillrag.provenance import digest, text_digest
 from skillrag.retrieval.base import IndexMissingError, ranked
 from skillrag.retrieval.index_manifest import DENSE_DIR, REBUILD
 
@@ -46,7 +45,7 @@ def corpus_digest(corpus_dir: Path) -> str:
     however many shard files (`index.threads`) hold them."""
     docs = [line for path in sorted(Path(corpus_dir).glob("*.jsonl")) for line in path.read_text(encoding="utf-8").splitlines()]
     docs.sort(key=lambda line: json.loads(line)["id"])
-    return hashlib.sha256("\n".join(docs).encode()).hexdigest()
+    return text_digest("\n".join(docs))
 
 
 def _top_ids(retriever: Any, queries: Sequence[str], k: int) -> list[list[str]]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from skillrag.manifest import ArtifactCorruptError, read_manifest, verify_files, write_manifest
+from skillrag.provenance import ArtifactCorruptError, read_manifest, verify_files, write_manifest
 from skillrag.retrieval.base import IndexMissingError
 
 MANIFEST = "manifest.json"

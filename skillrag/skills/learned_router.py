@@ -8,7 +8,7 @@ answer's pooled hidden states over the resolved `lm.layers`, and its label the f
 so stopping was right). Below a minimum number of examples per label nothing is trained; a note
 says why. Weights are stored as safetensors arrays plus a JSON record (classes, layers, hidden size,
 and the identity of the model whose states it learned from, checked on load by
-`skillrag.identity.check_identity`), never pickle, so loading cannot run code.
+`skillrag.provenance.check_identity`), never pickle, so loading cannot run code.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from skillrag.errors import ArtifactError
-from skillrag.files import atomic_path, digest, write_json
-from skillrag.identity import check_identity
+from skillrag.files import atomic_path, write_json
 from skillrag.lm.base import state_vector
+from skillrag.provenance import check_identity, digest
 from skillrag.skills.base import SKILL_NAMES, FailureState, Routing, fallback_skill
 
 WEIGHTS, RECORD, STATUS = "router.safetensors", "router.json", "status.json"

@@ -27,8 +27,8 @@ from typing import Any
 
 from skillrag.errors import ArtifactError
 from skillrag.files import write_json
-from skillrag.identity import check_identity
 from skillrag.lm.base import LM, Option
+from skillrag.provenance import check_identity
 from skillrag.skills.base import EXIT, FailureState, Routing, Skill, fallback_skill, render
 from skillrag.skills.decompose import QuestionDecomposition
 from skillrag.skills.focus import EvidenceFocusing

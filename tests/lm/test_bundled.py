@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from skillrag import manifest
+from skillrag import provenance
 from skillrag.lm import bundled
 from skillrag.lm.bundled import BUNDLED, BundledModelMissing, bundled_dir
-from skillrag.manifest import ArtifactCorruptError, write_manifest
+from skillrag.provenance import ArtifactCorruptError, write_manifest
 
 
 @pytest.fixture(autouse=True)
@@ -131,13 +131,13 @@ def test_a_damaged_cache_file_is_named_with_the_rebuild_command(monkeypatch, emp
 def hashed(monkeypatch):
     """The files the manifest check hashes, in order."""
     seen = []
-    real = manifest.file_sha256
+    real = provenance.digest
 
     def counting(path):
         seen.append(path.name)
         return real(path)
 
-    monkeypatch.setattr(manifest, "file_sha256", counting)
+    monkeypatch.setattr(provenance, "digest", counting)
     return seen
 
 

@@ -15,7 +15,7 @@ from skillrag.lm.loading import (
     resolve_dtype,
     resolve_prompt_format,
 )
-from skillrag.manifest import write_manifest
+from skillrag.provenance import write_manifest
 
 
 def test_load_lm_reads_a_local_model_directory(tmp_path, llama):

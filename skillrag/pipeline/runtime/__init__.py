@@ -28,7 +28,7 @@ def open_lm(params: Params) -> Any:
 
 def model_identity(params: Params) -> dict[str, Any]:
     """The running model's identity (name, dtype, weights digest, licence): what every artifact
-    learned from its states records, and is checked against when opened (skillrag.identity)."""
+    learned from its states records, and is checked against when opened (skillrag.provenance)."""
     from skillrag.lm.loading import model_identity as identity_of
 
     return identity_of(params.lm.model, params.lm.device, params.lm.dtype)

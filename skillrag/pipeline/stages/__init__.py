@@ -63,12 +63,14 @@ class Stage:
         return self.name.replace("_", "-")
 
     def __call__(self, params: Params, paths: Paths) -> Any:
-        with hold_lock(paths.locks / f"{self.command}.lock", f"`skillrag {self.command}`"):
-            with timed(paths, self.name) if self.timed else nullcontext(Leg()) as leg:
-                result = self.run.__wrapped__(params, paths)  # the lock is held already
-                if self.gate is not None:
-                    self.gate(params, paths)
-                leg.rebuild = bool(getattr(result, "rebuild", False))
+        with (
+            hold_lock(paths.locks / f"{self.command}.lock", f"`skillrag {self.command}`"),
+            timed(paths, self.name) if self.timed else nullcontext(Leg()) as leg,
+        ):
+            result = self.run.__wrapped__(params, paths)  # the lock is held already
+            if self.gate is not None:
+                self.gate(params, paths)
+            leg.rebuild = bool(getattr(result, "rebuild", False))
         return result
 
 

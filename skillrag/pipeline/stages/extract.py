@@ -36,6 +36,7 @@ from skillrag.config import Params
 from skillrag.paths import Paths
 from skillrag.pipeline import runtime
 from skillrag.pipeline.stages.common import ShardMap, in_process, shard_of
+from skillrag.provenance import text_digest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,7 +124,7 @@ def fingerprint(
         },
         sort_keys=True,
     )
-    return hashlib.sha256(material.encode()).hexdigest()
+    return text_digest(material)
 
 
 def answer_tasks(
