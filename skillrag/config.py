@@ -103,7 +103,7 @@ class ExtractParams(_Section):
 
 
 class ProbeParams(_Section):
-    recipe: Literal["cv", "weighted", "paper"] = "cv"  # cv: skillrag.probe.selection; weighted, paper: skillrag.probe.training
+    recipe: Literal["cv", "weighted", "paper"] = "cv"  # cv: skillrag.probe.recipe; weighted, paper: skillrag.probe.training
     pooling: Literal["auto", "generated_mean", "answer_mean", "answer_last"] = "auto"  # auto: chosen by CV (recipe cv), else generated_mean
     cv_folds: int = Field(5, ge=2)  # recipe cv: question-grouped folds on train
     cv_c: list[Annotated[float, Field(gt=0)]] = [0.001, 0.01, 0.1]  # recipe cv: logistic regressions' inverse L2 strengths

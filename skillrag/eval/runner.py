@@ -3,7 +3,7 @@
 `data/runs/<method>/<dataset>.jsonl` grows line by line (flushed and fsynced), so an interrupted
 or killed run loses at most the question in flight; a re-run skips the questions already traced.
 A trailing line cut off by a kill is dropped on resume (the file is rewritten atomically), and
-error traces (per-question runtime failures, see `skillrag.methods.errors.is_question_failure`)
+error traces (per-question runtime failures, see `skillrag.methods.error_policy.is_question_failure`)
 are dropped too, so a re-run retries them. A signal (SIGINT, SIGTERM) stops the run before the
 question in flight is written (`skillrag.interrupts`).
 
@@ -44,7 +44,7 @@ from skillrag.eval.batching import Batcher
 from skillrag.eval.scoring import score_trace
 from skillrag.files import DataError, replace_text, write_json
 from skillrag.methods import Method, Trace
-from skillrag.methods.errors import is_question_failure
+from skillrag.methods.error_policy import is_question_failure
 
 PROVENANCE = "provenance"
 FIX_LINE = "delete that line (the run that wrote the file answers its question again when rerun)"

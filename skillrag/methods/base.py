@@ -2,7 +2,7 @@
 session that turns rounds into a Trace.
 
 How a question is answered and judged lives in skillrag.answering, call metering in
-skillrag.methods.metering, the error policy in skillrag.methods.errors, and opening the
+skillrag.methods.metering, the error policy in skillrag.methods.error_policy, and opening the
 components from params in skillrag.pipeline.runtime.components. A method instance answers one question at a time
 (`Method.fork` makes one per question in flight).
 """
@@ -19,13 +19,13 @@ from skillrag.answering import Attempt, Gate, Prober, ProberGate, answer_with
 from skillrag.config import MethodsParams, Params
 from skillrag.data.schema import Passage, Question
 from skillrag.lm.base import LM, state_vector
-from skillrag.methods.errors import is_question_failure
+from skillrag.methods.error_policy import is_question_failure
 from skillrag.methods.metering import Meter, MeteredLM, MeteredRetriever
 from skillrag.methods.trace import Cost, Round, Termination, Trace
 from skillrag.prompts.cot import cot_prompt, parse_answer
 from skillrag.retrieval.base import Retriever
 from skillrag.skills.base import FailureState, Router, Routing
-from skillrag.skills.text import query_key
+from skillrag.skills.queries import query_key
 
 if TYPE_CHECKING:
     from skillrag.methods.complexity import ComplexityClassifier

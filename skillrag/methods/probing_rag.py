@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from skillrag.methods.base import Attempt, Session
 from skillrag.methods.gated import GatedRAG
-from skillrag.skills.text import fresh
+from skillrag.skills.queries import fresh
 
 
 class ProbingRAG(GatedRAG):

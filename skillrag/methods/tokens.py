@@ -2,7 +2,7 @@
 each token's text starts, how many tokens a sentence takes, and which tokens are real words.
 
 A generation's `pieces` are its tokens' texts; joined, they are the generated text. A *real word*
-is a run of letters or digits that is not a stop word (skillrag.skills.text.STOPWORDS): DRAGIN's
+is a run of letters or digits that is not a stop word (skillrag.skills.queries.STOPWORDS): DRAGIN's
 content-word filter, without a part-of-speech tagger.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from skillrag.lm.base import Generation
-from skillrag.skills.text import STOPWORDS
+from skillrag.skills.queries import STOPWORDS
 from skillrag.text import split_sentences
 
 _WORD = re.compile(r"[^\W_]+")

@@ -5,7 +5,7 @@ Pools are nested and balanced: per dataset a seeded permutation of its train que
 one of each dataset in turn; a pool is a prefix of that order (`CURVE_SHARES` of the train
 questions: 125 / 250 / 500 / 1,000 at 1,000 questions), so each smaller pool lies inside the
 larger. At each pool the recipe is chosen again by the same rule (question-grouped CV on that
-pool, skillrag.probe.selection), which shows which pooling wins at each size, and its dev
+pool, skillrag.probe.recipe), which shows which pooling wins at each size, and its dev
 AUROC is read beside the baselines' (skillrag.probe.baselines) on the same dev answers: all of
 them, and per decision point (closed-book answers: before retrieval; answers over passages:
 after evidence), since the two are different populations with cuts chosen on their own.
@@ -27,8 +27,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from skillrag.files import atomic_path
+from skillrag.probe.assessment import grouped_bootstrap_auroc
 from skillrag.probe.baselines import BASELINES
-from skillrag.probe.calibration import grouped_bootstrap_auroc
 
 CURVE_SHARES = (0.125, 0.25, 0.5, 1.0)  # of the train questions
 POPULATIONS = {"all": None, "closed_book": "no_retrieval", "over_evidence": "single_step"}  # name -> extract strategy

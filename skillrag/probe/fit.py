@@ -1,6 +1,6 @@
 """Stage `train_probe`: the prober trained on the train rows of `data/states`, evaluated on dev.
 
-`fit_probe` chooses the recipe (question-grouped CV on train, skillrag.probe.selection, unless
+`fit_probe` chooses the recipe (question-grouped CV on train, skillrag.probe.recipe, unless
 `probe.recipe` names a fixed one), trains it on all train rows, chooses the acceptance cut of
 each decision point (before retrieval; after evidence, per gated method) on dev by what it does
 to answers (skillrag.probe.cuts) and builds the dev report
@@ -28,12 +28,12 @@ import torch
 from skillrag.config import ProbeParams
 from skillrag.errors import DataError
 from skillrag.files import write_json
+from skillrag.probe.assessment import calibration_report, grouped_bootstrap_auroc, reliability_plot
 from skillrag.probe.baselines import baseline_scores
-from skillrag.probe.calibration import calibration_report, grouped_bootstrap_auroc, reliability_plot
 from skillrag.probe.curve import curve_plot, learning_curve
 from skillrag.probe.cuts import ACCEPT_ALL, CUT_RULE, REJECT_ALL, Null, choose_cut
 from skillrag.probe.prober import AFTER_EVIDENCE, BEFORE_RETRIEVAL, PAPER_CUT, Prober
-from skillrag.probe.selection import Features, cross_validate, fit
+from skillrag.probe.recipe import Features, cross_validate, fit
 from skillrag.probe.state_store import DEFAULT_POOLING, load_features, read_meta, read_rows, stored_poolings
 from skillrag.probe.training import train_probers
 

@@ -34,7 +34,7 @@ from skillrag.report.paired import (
     planned_tests,
     run_tests,
 )
-from skillrag.report.provenance import model_line, provenance_section
+from skillrag.report.sources import model_line, provenance_section
 from skillrag.report.tables import (
     cost_table,
     family_table,

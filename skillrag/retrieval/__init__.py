@@ -16,6 +16,7 @@ from pathlib import Path
 from skillrag.errors import ConfigError
 from skillrag.retrieval.base import Hit, IndexMissingError, Retriever
 from skillrag.retrieval.bm25s_backend import BM25sRetriever
+from skillrag.retrieval.build import IndexStats, build_indexes
 from skillrag.retrieval.dense import DenseRetriever, build_dense
 from skillrag.retrieval.fingerprint import (
     dense_fingerprint,
@@ -24,7 +25,6 @@ from skillrag.retrieval.fingerprint import (
     retrieval_identity,
 )
 from skillrag.retrieval.fusion import HybridRetriever
-from skillrag.retrieval.index import IndexStats, build_indexes
 from skillrag.retrieval.index_manifest import IndexCorruptError
 from skillrag.retrieval.lucene_backend import LuceneRetriever
 

@@ -20,7 +20,7 @@ from skillrag.data.schema import Passage
 from skillrag.lm.base import LM, Option
 from skillrag.prompts import load_prompt
 from skillrag.prompts.cot import format_passages
-from skillrag.skills.text import ECHO_JACCARD, clean_query, fresh, is_echo, query_key
+from skillrag.skills.queries import ECHO_JACCARD, clean_query, fresh, is_echo, query_key
 
 QUERY_SKILLS = ("query_rewriting", "question_decomposition", "evidence_focusing")
 EXIT = "exit"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from skillrag.skills.base import FailureState, Skill
-from skillrag.skills.text import clean_query, join_terms, keywords
+from skillrag.skills.queries import clean_query, join_terms, keywords
 
 _CLAUSE_BREAK = re.compile(
     r"[,;]|\b(?:and|or|but|while|who|whom|whose|which|that|where|when)\b", re.IGNORECASE

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from skillrag.skills.base import FailureState, Skill
-from skillrag.skills.text import join_terms, keywords
+from skillrag.skills.queries import join_terms, keywords
 
 
 class EvidenceFocusing(Skill):

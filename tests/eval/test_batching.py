@@ -11,7 +11,7 @@ import torch
 from skillrag.eval.batching import Batcher
 from skillrag.lm.base import Option
 from skillrag.lm.hf import HFCausalLM
-from skillrag.methods.errors import is_question_failure
+from skillrag.methods.error_policy import is_question_failure
 from skillrag.prompts.cot import STOP, cot_prompt
 from tests.fakes import CORPUS, OverlapRetriever, RuleLM
 from tests.lm.conftest import byte_tokenizer, tiny_model

@@ -14,7 +14,7 @@ from skillrag.probe.state_store import (
     write_shard,
 )
 from skillrag.quality import GateFailed
-from skillrag.quality.states import gate_states
+from skillrag.quality.states_gate import gate_states
 
 LAYERS = [2, 5]
 POOLINGS = ("generated_mean", "answer_mean", "answer_last")

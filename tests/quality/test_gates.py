@@ -5,10 +5,10 @@ import json
 import pytest
 
 from skillrag.config import PrepareParams
-from skillrag.data.prepare import prepare_questions
+from skillrag.data.questions import prepare_questions
 from skillrag.files import read_jsonl, write_jsonl
 from skillrag.quality import GateFailed
-from skillrag.quality.questions import gate_questions
+from skillrag.quality.questions_gate import gate_questions
 from tests.conftest import make_bundle
 
 DATASETS = {"hotpotqa": 12, "nq": 12, "triviaqa": 12, "musique": 4, "2wiki": 4}
@@ -93,7 +93,7 @@ def _probe_report(ensemble_auroc, layer_aurocs, verdict="no_better", accs=((0.3,
 
 def test_probe_gate_thresholds_and_record_only_mode(tmp_path):
     from skillrag.config import ProbeParams
-    from skillrag.quality.probe import gate_probe
+    from skillrag.quality.probe_gate import gate_probe
 
     result = tmp_path / "probe_validation.json"
     params, record_only = ProbeParams(min_dev_auroc=0.5), ProbeParams(min_dev_auroc=0.0)
@@ -107,7 +107,7 @@ def test_probe_gate_thresholds_and_record_only_mode(tmp_path):
 
 def test_probe_gate_fails_below_entropy_beyond_noise_unless_allowed_and_passes_within_noise(tmp_path):
     from skillrag.config import ProbeParams
-    from skillrag.quality.probe import gate_probe
+    from skillrag.quality.probe_gate import gate_probe
 
     result = tmp_path / "probe_validation.json"
     below = _probe_report(0.57, [0.6, 0.55, 0.58], verdict="below")
@@ -119,7 +119,7 @@ def test_probe_gate_fails_below_entropy_beyond_noise_unless_allowed_and_passes_w
 
 def test_probe_gate_never_passes_a_cut_that_loses_dev_acc_against_its_null(tmp_path):
     from skillrag.config import ProbeParams
-    from skillrag.quality.probe import gate_probe
+    from skillrag.quality.probe_gate import gate_probe
 
     for accs in (((0.28, 0.3), (0.5, 0.5), (0.4, 0.4)), ((0.3, 0.3), (0.5, 0.5), (0.38, 0.4))):
         with pytest.raises(GateFailed, match=r"\[cuts\] expect_column_pair_values_a_to_be_greater_than_b"):

@@ -17,7 +17,7 @@ from skillrag.paths import Paths
 from skillrag.pipeline.runtime import ensure_dense
 from skillrag.pipeline.stages import STAGES
 from skillrag.quality.gate import GateFailed, run_gate
-from skillrag.quality.index import gate_dense, index_checks
+from skillrag.quality.index_gate import gate_dense, index_checks
 from skillrag.retrieval import IndexCorruptError
 from skillrag.retrieval.dense import VECTORS, build_dense_index, stored_vectors
 from skillrag.retrieval.index_manifest import write_index_manifest

@@ -12,7 +12,7 @@ from skillrag.files import write_json
 from skillrag.methods import Cost, Trace
 from skillrag.paths import Paths
 from skillrag.quality import GateFailed
-from skillrag.quality.runs import gate_runs
+from skillrag.quality.runs_gate import gate_runs
 from skillrag.registry import METHODS
 from tests.conftest import write_rows
 

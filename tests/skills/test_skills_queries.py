@@ -8,7 +8,7 @@ from skillrag.data.schema import Passage
 from skillrag.skills import EvidenceFocusing, FailureState, QueryRewriting, QuestionDecomposition, exit_answer
 from skillrag.skills.base import copies_exemplar, render
 from skillrag.skills.decompose import clauses, entity_spans
-from skillrag.skills.text import clean_query, fresh, is_echo, keywords, query_key
+from skillrag.skills.queries import clean_query, fresh, is_echo, keywords, query_key
 from tests.fakes import FakeLM
 
 QUESTION = (

@@ -57,10 +57,10 @@ def ensure_dense(params: Params, paths: Paths, say: Callable[[str], None]) -> No
     output: each machine builds its own, on first use by a dense or hybrid backend)."""
     from skillrag.errors import ArtifactError
     from skillrag.files import exclusive, write_json
-    from skillrag.quality.index import gate_dense
+    from skillrag.quality.index_gate import gate_dense
     from skillrag.retrieval import build_dense, dense_fingerprint
+    from skillrag.retrieval.build import read_collection
     from skillrag.retrieval.fingerprint import corpus_digest
-    from skillrag.retrieval.index import read_collection
     from skillrag.retrieval.index_manifest import MANIFEST
 
     if not (paths.index / MANIFEST).is_file():

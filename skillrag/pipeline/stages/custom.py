@@ -36,7 +36,7 @@ def evaluate_custom(params: Params, paths: Paths, questions: Path, name: str, sa
     from skillrag.files import exclusive
     from skillrag.pipeline.stages import ensure_index
     from skillrag.quality.gate import run_gate
-    from skillrag.quality.questions import question_checks
+    from skillrag.quality.questions_gate import question_checks
 
     custom = paths.for_custom(name)
     by_dataset = read_questions(questions, params.prepare.max_question_chars)

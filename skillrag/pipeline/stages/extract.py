@@ -100,7 +100,7 @@ def extract_shard(params: Params, paths: Paths, shard: int, shards: int) -> dict
 
 
 def gate_extract(params: Params, paths: Paths) -> dict[str, Any]:
-    from skillrag.quality.states import gate_states
+    from skillrag.quality.states_gate import gate_states
 
     return gate_states(paths.states, paths.validation("states"))
 

@@ -16,6 +16,7 @@ from typing import Any
 from skillrag.config import Params
 from skillrag.paths import Paths
 
+
 def index(params: Params, paths: Paths) -> Any:
     """Corpus -> data/corpus (JsonCollection) + data/index/{lucene,bm25s}, then their fingerprint
     (skillrag.retrieval.fingerprint); returns IndexStats, a `rebuild` when the fingerprint is the
@@ -40,6 +41,6 @@ def index(params: Params, paths: Paths) -> Any:
 
 
 def gate_index(params: Params, paths: Paths) -> dict[str, Any]:
-    from skillrag.quality.index import gate_index as run
+    from skillrag.quality.index_gate import gate_index as run
 
     return run(paths.corpus, paths.index, params.index, params.retrieval.k1, params.retrieval.b, paths.validation("index"))

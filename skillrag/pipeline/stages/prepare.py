@@ -10,12 +10,12 @@ from skillrag.paths import Paths
 
 def prepare(params: Params, paths: Paths) -> dict[str, dict[str, int]]:
     """Sample the question splits into data/questions/<split>/<dataset>.jsonl; returns counts."""
-    from skillrag.data.prepare import prepare_questions
+    from skillrag.data.questions import prepare_questions
 
     return prepare_questions(params.prepare, paths.questions)
 
 
 def gate_prepare(params: Params, paths: Paths) -> dict[str, Any]:
-    from skillrag.quality.questions import gate_questions
+    from skillrag.quality.questions_gate import gate_questions
 
     return gate_questions(paths.questions, params.prepare, paths.validation("questions"))

@@ -24,7 +24,7 @@ def summarize(params: Params, paths: Paths, datasets: Sequence[str] | None = Non
     from skillrag.eval.scoring import summarize as summarize_traces
     from skillrag.files import write_json
     from skillrag.pipeline.stages.evaluate import eval_questions, run_record
-    from skillrag.quality.runs import gate_runs
+    from skillrag.quality.runs_gate import gate_runs
     from skillrag.report.outcomes import write_outcomes
 
     datasets = list(params.evaluate.datasets if datasets is None else datasets)

@@ -11,7 +11,7 @@ from skillrag.config import Params
 from skillrag.paths import Paths
 from skillrag.pipeline import runtime
 from skillrag.pipeline.settings import run_settings
-from skillrag.pipeline.stages.selection import round_robin
+from skillrag.pipeline.stages.training_questions import round_robin
 
 log = logging.getLogger(__name__)
 

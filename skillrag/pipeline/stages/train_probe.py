@@ -17,7 +17,7 @@ def train_probe(params: Params, paths: Paths) -> dict[str, Any]:
     learning curve's. The gate runs inside the stage so that a prober that fails it is never
     published; returns the dev report."""
     from skillrag.probe.fit import fit_probe
-    from skillrag.quality.probe import gate_probe
+    from skillrag.quality.probe_gate import gate_probe
 
     fitted = fit_probe(paths.states, paths.retry_rates, params.probe)
     gate_probe(fitted.report, params.probe, paths.validation("probe"))

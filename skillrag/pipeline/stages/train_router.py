@@ -50,7 +50,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     )
     from skillrag.methods.gated import GATED_METHODS
     from skillrag.metrics import accuracy
-    from skillrag.pipeline.stages.selection import round_robin
+    from skillrag.pipeline.stages.training_questions import round_robin
     from skillrag.skills.learned_router import (
         cross_validate_router,
         fit_router,

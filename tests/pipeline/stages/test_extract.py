@@ -14,7 +14,7 @@ from skillrag.lm.base import POOLINGS, Generation, resolve_layers
 from skillrag.pipeline.stages.extract import extract_states
 from skillrag.probe.state_store import layer_file, load_features, read_meta, read_rows
 from skillrag.quality import GateFailed
-from skillrag.quality.states import gate_states
+from skillrag.quality.states_gate import gate_states
 from tests.fakes import OverlapRetriever, fake_pooled
 
 LAYERS = [2, 3]

@@ -1,5 +1,5 @@
 from skillrag.data.schema import Question
-from skillrag.pipeline.stages.selection import round_robin
+from skillrag.pipeline.stages.training_questions import round_robin
 
 
 def _questions(dataset: str, n: int) -> list[Question]:

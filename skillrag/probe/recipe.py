@@ -22,7 +22,7 @@ import torch
 from sklearn.model_selection import StratifiedGroupKFold
 
 from skillrag.config import ProbeParams
-from skillrag.probe.calibration import auroc
+from skillrag.probe.assessment import auroc
 from skillrag.probe.prober import Prober
 from skillrag.probe.training import train_logistic, train_probers
 

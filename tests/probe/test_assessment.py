@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from skillrag.probe.calibration import (
+from skillrag.probe.assessment import (
     binary_metrics,
     calibration_report,
     cut_metrics,
@@ -110,7 +110,7 @@ def test_bootstrap_intervals_resample_questions_and_contain_the_point_estimates(
 def test_the_bootstraps_auroc_is_sklearns():
     from sklearn.metrics import roc_auc_score
 
-    from skillrag.probe.calibration import _mann_whitney_auroc
+    from skillrag.probe.assessment import _mann_whitney_auroc
 
     rng = np.random.default_rng(5)
     labels = (rng.uniform(size=50) < 0.4).astype(int)

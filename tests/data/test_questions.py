@@ -6,7 +6,7 @@ import pytest
 
 from skillrag.config import PrepareParams
 from skillrag.data.corpus import read_corpus
-from skillrag.data.prepare import TOO_LONG, prepare_questions
+from skillrag.data.questions import TOO_LONG, prepare_questions
 from skillrag.data.sources import load_local
 from skillrag.data.splits import load_split
 from skillrag.files import DataError, read_jsonl, write_jsonl

@@ -1,4 +1,5 @@
-"""Stage `prepare`: load the datasets, sample the splits, write one JSONL per (split, dataset)."""
+"""The questions the pipeline runs on: load the datasets, sample the splits, write one JSONL per
+(split, dataset) (what stage `prepare` runs, skillrag.pipeline.stages.prepare)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import pytest
 
 from skillrag.data.schema import Passage
 from skillrag.files import DataError
+from skillrag.retrieval import build as build_module
 from skillrag.retrieval import build_indexes
-from skillrag.retrieval import index as index_module
 from tests.retrieval.corpus import BuiltIndex, make_passages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def test_a_failing_build_keeps_the_previous_index(
     def fail(*args: object) -> int:
         raise RuntimeError("bm25s failed mid-build")
 
-    monkeypatch.setattr(index_module, "build_bm25s_index", fail)
+    monkeypatch.setattr(build_module, "build_bm25s_index", fail)
     with pytest.raises(RuntimeError, match="mid-build"):
         build_indexes(make_passages(), corpus_dir, index_dir)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

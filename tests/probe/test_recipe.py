@@ -1,11 +1,11 @@
-"""The recipe chosen by question-grouped cross-validation (skillrag.probe.selection)."""
+"""The recipe chosen by question-grouped cross-validation (skillrag.probe.recipe)."""
 
 import numpy as np
 import pytest
 import torch
 
 from skillrag.config import ProbeParams
-from skillrag.probe.selection import cross_validate, grouped_folds
+from skillrag.probe.recipe import cross_validate, grouped_folds
 from skillrag.probe.training import holdout_split
 from tests.probe.conftest import LAYERS
 
