@@ -112,8 +112,13 @@ class Paths:
         return self.root / "data" / "router"
 
     @property
+    def router_traces_dir(self) -> Path:
+        """train_router's resumable traces, its first retries and their rates."""
+        return self.root / "data" / "router_traces"
+
+    @property
     def router_traces(self) -> Path:
-        return self.root / "data" / "router_traces" / "train.jsonl"
+        return self.router_traces_dir / "train.jsonl"
 
     @property
     def retry_rates(self) -> Path:
@@ -128,8 +133,22 @@ class Paths:
     def runs(self) -> Path:
         return self._data / "runs"
 
+    def method_runs(self, method: str) -> Path:
+        """One method's traces, settings and stored generations (its evaluate stage's output)."""
+        return self.runs / method
+
     def run_file(self, method: str, dataset: str) -> Path:
-        return self.runs / method / f"{dataset}.jsonl"
+        return self.method_runs(method) / f"{dataset}.jsonl"
+
+    @property
+    def custom_data(self) -> Path:
+        """Every named evaluation's data (`for_custom`)."""
+        return self.root / "data" / "custom"
+
+    @property
+    def custom_results(self) -> Path:
+        """Every named evaluation's metrics and report (`for_custom`)."""
+        return self.reports / "custom"
 
     @property
     def metrics(self) -> Path:
@@ -156,8 +175,58 @@ class Paths:
         return self.results / "validation" / f"{gate}.json"
 
     @property
+    def timings(self) -> Path:
+        """Each stage's recorded wall time (skillrag.pipeline.timing; git-tracked)."""
+        return self.reports / "timings"
+
+    def timing(self, stage: str) -> Path:
+        """`reports/timings/<stage>.json`, named as dvc.yaml names the stage (`@` written `-`)."""
+        return self.timings / f"{stage.replace('@', '-')}.json"
+
+    def stopped_legs(self, stage: str) -> Path:
+        """The seconds of a resumable stage's stopped (or running) legs, until a leg finishes it."""
+        return self.locks.parent / "timings" / f"{stage.replace('@', '-')}.legs.json"
+
+    @property
+    def experiments(self) -> Path:
+        """The side studies the report lists (skillrag.report.experiments)."""
+        return self.root / "experiments"
+
+    @property
     def figures(self) -> Path:
         return self.reports / "figures"
+
+    @property
+    def probe_reliability_figure(self) -> Path:
+        """The prober's reliability on dev (train_probe)."""
+        return self.figures / "probe_reliability.png"
+
+    @property
+    def probe_learning_curve_figure(self) -> Path:
+        return self.figures / "probe_learning_curve.png"
+
+    @property
+    def failure_space_figure(self) -> Path:
+        """The failure states projected (analyze)."""
+        return self.figures / "failure_space.png"
+
+    @property
+    def failure_separability_figure(self) -> Path:
+        return self.figures / "failure_separability.png"
+
+    @property
+    def accuracy_cost_figure(self) -> Path:
+        """Each method's ACC against its cost (report)."""
+        return self.figures / "accuracy_cost.png"
+
+    @property
+    def accuracy_overall_figure(self) -> Path:
+        return self.figures / "accuracy_overall.png"
+
+    @property
+    def eval_reliability_figure(self) -> Path:
+        """The prober on the studied method's evaluation answers (report)."""
+        return self.figures / "prober_reliability_eval.png"
 
     @property
     def probe_metrics(self) -> Path:
@@ -191,9 +260,14 @@ class Paths:
         """Adaptive-RAG's query-complexity classifier (stage train_adaptive)."""
         return self.root / "data" / "adaptive"
 
+    @property
+    def adaptive_traces_dir(self) -> Path:
+        """train_adaptive's resumable traces."""
+        return self.root / "data" / "adaptive_traces"
+
     def adaptive_traces(self, split: str, strategy: str) -> Path:
         """The traces that silver-label the classifier's `split` questions: one file per strategy."""
-        return self.root / "data" / "adaptive_traces" / split / f"{strategy}.jsonl"
+        return self.adaptive_traces_dir / split / f"{strategy}.jsonl"
 
     @property
     def adaptive_metrics(self) -> Path:

@@ -7,16 +7,26 @@ generations it starts from and whether its rounds keep their hidden state. A sta
 what DVC needs to know: its command, the module it runs, its data, params and outputs.
 `skillrag dvc-yaml` writes dvc.yaml from both (skillrag.pipeline.dvc_yaml), so the two cannot drift.
 
-It imports no other skillrag module but the errors: config, the stages, the runs gate and the
-report read it without importing any method's code.
+It imports no other skillrag module but the errors and the paths (every file it names is a
+`skillrag.paths.Paths` property, written relative to the project root): config, the stages, the
+runs gate and the report read it without importing any method's code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from skillrag.errors import ConfigError
+from skillrag.paths import Paths
+
+AT = Paths()  # the default workspace, the project root: every path below is derived from skillrag.paths
+
+
+def _at(path: Path) -> str:
+    """A project-relative path as dvc.yaml writes it."""
+    return path.as_posix()
 
 # What every answer depends on: the questions, the model, the prompt templates, how much it writes.
 ANSWERS = ("questions", "model", "prompts", "lm.max_new_tokens", "lm.prompt_format")
@@ -149,23 +159,24 @@ class StageEntry:
     @property
     def timing(self) -> str:
         """Its wall time (skillrag.pipeline.timing), tracked in git."""
-        return f"reports/timings/{self.name}.json"
+        return _at(AT.timing(self.name))
 
 
 def validation(gate: str) -> Out:
     """A Great Expectations result, stripped of run-time markers (skillrag.quality.gate)."""
-    return Out(f"reports/validation/{gate}.json")
+    return Out(_at(AT.validation(gate)))
 
 
-INDEX_FINGERPRINT = "data/fingerprints/index.json"  # what consumers of the index depend on, not its bytes
-INDEX = "data/index"
-ROWS, VECTORS = "data/states/rows", "data/states/vectors"
+INDEX_FINGERPRINT = _at(AT.index_fingerprint)  # what consumers of the index depend on, not its bytes
+INDEX = _at(AT.index)
+ROWS, VECTORS = _at(AT.states_rows), _at(AT.states_vectors)
+QUESTIONS, PROBE, ROUTER, ADAPTIVE = _at(AT.questions), _at(AT.probe), _at(AT.router), _at(AT.adaptive)
 # The model and how it answers: every stage that generates reads these.
 LM = ("lm.model", "lm.device", "lm.dtype", "lm.prompt_format", "lm.max_new_tokens")
 # The data a method's `reads` names -> the stage output holding it.
 METHOD_INPUTS = {
-    "questions": "data/questions", "index": INDEX_FINGERPRINT, "prober": "data/probe", "router": "data/router",
-    "thresholds": "data/thresholds", "adaptive": "data/adaptive",
+    "questions": QUESTIONS, "index": INDEX_FINGERPRINT, "prober": PROBE, "router": ROUTER,
+    "thresholds": _at(AT.thresholds.parent), "adaptive": ADAPTIVE,
 }
 # Params every evaluate stage reads beyond its method's: the model, which questions, how answers are scored.
 EVALUATE_PARAMS = (*LM, "prepare.max_question_chars", "evaluate.datasets", "evaluate.limit", "methods.abstain_answer")
@@ -175,16 +186,16 @@ def evaluate_stage(method: str) -> StageEntry:
     """`evaluate-<method>`: one method on every evaluation set, its traces resumable in git."""
     entry = METHODS[method]
     reads = [r for r in entry.reads if "." in r]
-    inputs = ["data/questions", INDEX_FINGERPRINT]  # every method opens the index
+    inputs = [QUESTIONS, INDEX_FINGERPRINT]  # every method opens the index
     inputs += [METHOD_INPUTS[r] for r in entry.reads if r in METHOD_INPUTS and METHOD_INPUTS[r] not in inputs]
-    inputs += [f"data/runs/{source}" for source in entry.starts_from]
-    if stores(method) and "data/probe" not in inputs:  # its stored generations keep only the prober's layers
-        inputs.append("data/probe")
+    inputs += [_at(AT.method_runs(source)) for source in entry.starts_from]
+    if stores(method) and PROBE not in inputs:  # its stored generations keep only the prober's layers
+        inputs.append(PROBE)
     return StageEntry(
         f"evaluate-{method}", f"evaluate --method {method}", "skillrag.pipeline.stages.evaluate",
         inputs=tuple(inputs), needs=(INDEX,),
         params=(*EVALUATE_PARAMS, *(["lm.layers"] if stores(method) else []), *(r for r in reads if r not in EVALUATE_PARAMS)),
-        outs=(Out(f"data/runs/{method}", persist=True, note="traces, settings and stored generations: resumable"),),
+        outs=(Out(_at(AT.method_runs(method)), persist=True, note="traces, settings and stored generations: resumable"),),
         methods=(method,),
     )
 
@@ -212,31 +223,31 @@ STAGES: dict[str, StageEntry] = {
     for stage in (
         StageEntry(
             "prepare", "prepare", "skillrag.pipeline.stages.prepare", inputs=("${prepare.local_dir}",), params=("prepare",),
-            outs=(Out("data/questions"), validation("questions")),
+            outs=(Out(QUESTIONS), validation("questions")),
         ),
         StageEntry(
-            "index", "index", "skillrag.pipeline.stages.index", inputs=("${index.corpus_file}", "data/questions"),
+            "index", "index", "skillrag.pipeline.stages.index", inputs=("${index.corpus_file}", QUESTIONS),
             params=("index.corpus_file", "index.max_passages", "index.question_evidence", "index.smoke_queries",
                     "retrieval.k1", "retrieval.b"),
             outs=(
-                Out("data/corpus", cache=True), Out(INDEX, cache=True, note="lucene/, bm25s/ and their manifest"),
+                Out(_at(AT.corpus), cache=True), Out(INDEX, cache=True, note="lucene/, bm25s/ and their manifest"),
                 Out(INDEX_FINGERPRINT, note="corpus digest, BM25 settings, versions, smoke queries' top-k"),
                 validation("index"),
             ),
         ),
         StageEntry(
-            "train_router", "train-router", "skillrag.pipeline.stages.train_router", inputs=("data/questions", INDEX_FINGERPRINT),
+            "train_router", "train-router", "skillrag.pipeline.stages.train_router", inputs=(QUESTIONS, INDEX_FINGERPRINT),
             needs=(INDEX,),
             params=(*LM, "lm.layers", "retrieval", "train_router", "methods.router", "methods.exit_mode",
                     "methods.max_passages", "methods.abstain_answer", "prepare.max_question_chars"),
-            outs=(Out("data/router_traces", persist=True,
+            outs=(Out(_at(AT.router_traces_dir), persist=True,
                       note="resumable traces; retries.json: what each gated method's own retry does to right and wrong answers"),
-                  Out("data/router")),
-            metrics=("reports/router_metrics.json",), methods=("single_step", "probing_rag", "skill_rag"),
+                  Out(ROUTER)),
+            metrics=(_at(AT.router_metrics),), methods=("single_step", "probing_rag", "skill_rag"),
             note="explores every skill from failure states; the gated methods' own retries set the after-evidence cuts",
         ),
         StageEntry(
-            "extract", "extract", "skillrag.pipeline.stages.extract", inputs=("data/questions", INDEX_FINGERPRINT), needs=(INDEX,),
+            "extract", "extract", "skillrag.pipeline.stages.extract", inputs=(QUESTIONS, INDEX_FINGERPRINT), needs=(INDEX,),
             params=(*LM, "lm.layers", "extract.strategies", "retrieval", "prepare.max_question_chars"),
             outs=(
                 Out(ROWS, note="answers, labels, token log-probs and entropies"),
@@ -245,50 +256,50 @@ STAGES: dict[str, StageEntry] = {
             ),
         ),
         StageEntry(
-            "train_probe", "train-probe", "skillrag.pipeline.stages.train_probe", inputs=(ROWS, VECTORS, "data/router_traces"),
+            "train_probe", "train-probe", "skillrag.pipeline.stages.train_probe", inputs=(ROWS, VECTORS, _at(AT.router_traces_dir)),
             params=tuple(
                 f"probe.{key}" for key in (
                     "recipe", "pooling", "cv_folds", "cv_c", "cv_hidden", "call_cost", "hidden", "lr", "epochs", "max_epochs",
                     "patience", "holdout_fraction", "batch_size", "weight_decay", "min_dev_auroc", "allow_below_entropy", "seed",
                 )
             ),
-            outs=(Out("data/probe"), Out("reports/probe_detail.json"), validation("probe")),
-            metrics=("reports/probe_metrics.json",),
-            plots=("reports/figures/probe_reliability.png", "reports/figures/probe_learning_curve.png"),
+            outs=(Out(PROBE), Out(_at(AT.probe_detail)), validation("probe")),
+            metrics=(_at(AT.probe_metrics),),
+            plots=(_at(AT.probe_reliability_figure), _at(AT.probe_learning_curve_figure)),
             note="every probe key but threshold, which only the stages that load the prober read",
         ),
         *before_first_reader(
             [evaluate_stage(method) for method in METHODS],
             [
                 StageEntry(
-                    "train_adaptive", "train-adaptive", "skillrag.pipeline.stages.train_adaptive", inputs=("data/questions", ROWS, INDEX_FINGERPRINT),
+                    "train_adaptive", "train-adaptive", "skillrag.pipeline.stages.train_adaptive", inputs=(QUESTIONS, ROWS, INDEX_FINGERPRINT),
                     needs=(INDEX,),
                     params=(*LM, "lm.layers", "retrieval", "methods.ircot", "methods.abstain_answer", "train_adaptive",
                             "prepare.max_question_chars"),
-                    outs=(Out("data/adaptive_traces", persist=True, note="resumable traces"), Out("data/adaptive")), metrics=("reports/adaptive_metrics.json",),
+                    outs=(Out(_at(AT.adaptive_traces_dir), persist=True, note="resumable traces"), Out(ADAPTIVE)), metrics=(_at(AT.adaptive_metrics),),
                     methods=("ircot",), note="Adaptive-RAG's query-complexity classifier on silver labels",
                 ),
                 StageEntry(
-                    "tune_thresholds", "tune-thresholds", "skillrag.pipeline.stages.tune_thresholds", inputs=("data/questions", ROWS, "data/probe"),
+                    "tune_thresholds", "tune-thresholds", "skillrag.pipeline.stages.tune_thresholds", inputs=(QUESTIONS, ROWS, PROBE),
                     params=(*LM, "probe.threshold", "methods.flare.max_iterations", "tune_thresholds", "prepare.max_question_chars"),
-                    outs=(Out("data/thresholds"),), metrics=("reports/thresholds.json",),
+                    outs=(Out(_at(AT.thresholds.parent)),), metrics=(_at(AT.thresholds_report),),
                     note="the trigger thresholds of flare / dragin / entropy_rag, chosen on dev only",
                 ),
             ],
         ),
         StageEntry(
             "summarize", "summarize", "skillrag.pipeline.stages.summarize",
-            inputs=("data/questions", *(f"data/runs/{method}" for method in METHODS)),
+            inputs=(QUESTIONS, *(_at(AT.method_runs(method)) for method in METHODS)),
             params=("evaluate", "methods.abstain_answer", "prepare.max_question_chars"),
-            outs=(validation("runs"), Out("reports/metrics_detail.json"),
-                  Out("reports/outcomes.csv", note="one row per method x dataset x question")),
-            metrics=("reports/metrics.json",), note="every method's runs gated, then merged into the metrics",
+            outs=(validation("runs"), Out(_at(AT.metrics_detail)),
+                  Out(_at(AT.outcomes), note="one row per method x dataset x question")),
+            metrics=(_at(AT.metrics),), note="every method's runs gated, then merged into the metrics",
         ),
         StageEntry(
             "analyze", "analyze", "skillrag.pipeline.stages.analyze",
-            inputs=(f"data/runs/{studied_method()}", "reports/validation/runs.json"), params=("analyze", "evaluate.datasets"),
-            metrics=("reports/analysis.json",),
-            plots=("reports/figures/failure_space.png", "reports/figures/failure_separability.png"),
+            inputs=(_at(AT.method_runs(studied_method())), _at(AT.validation("runs"))), params=("analyze", "evaluate.datasets"),
+            metrics=(_at(AT.analysis),),
+            plots=(_at(AT.failure_space_figure), _at(AT.failure_separability_figure)),
             note="the failure space of the studied method's traces (paper 4.3, Fig. 2), once the runs gate passed",
         ),
     )
@@ -298,14 +309,13 @@ STAGES: dict[str, StageEntry] = {
 STAGES["report"] = StageEntry(
     "report", "report", "skillrag.pipeline.stages.report",
     inputs=(
-        *(stage.timing for stage in STAGES.values()), *(f"reports/validation/{gate}.json" for gate in GATES),
-        "data/probe", "data/runs", "reports/metrics.json", "reports/metrics_detail.json", "reports/probe_detail.json",
-        "reports/probe_metrics.json", "reports/router_metrics.json", "reports/analysis.json",
-        "reports/thresholds.json", "reports/adaptive_metrics.json", "experiments", "data/custom", "reports/custom",
+        *(stage.timing for stage in STAGES.values()), *(_at(AT.validation(gate)) for gate in GATES),
+        PROBE, *map(_at, (AT.runs, AT.metrics, AT.metrics_detail, AT.probe_detail, AT.probe_metrics, AT.router_metrics,
+                          AT.analysis, AT.thresholds_report, AT.adaptive_metrics, AT.experiments, AT.custom_data,
+                          AT.custom_results)),
     ),
     params=("prepare.train_datasets", "report"),
-    outs=(Out("data/data_docs", cache=True), Out("reports/report.md")),
-    plots=("reports/figures/accuracy_cost.png", "reports/figures/accuracy_overall.png",
-           "reports/figures/prober_reliability_eval.png"),
+    outs=(Out(_at(AT.data_docs), cache=True), Out(_at(AT.report))),
+    plots=(_at(AT.accuracy_cost_figure), _at(AT.accuracy_overall_figure), _at(AT.eval_reliability_figure)),
     note="reports/report.md and its figures (in git) and the gates' Data Docs (cache only)",
 )

@@ -98,13 +98,10 @@ class ScoreCall:
     continuations: tuple[str, ...]
 
 
-class RequestLM(ABC):
-    """An LM that serves requests: the `LM` protocol's three signatures, written here once, each
-    make one request and serve it (see the module docstring)."""
-
-    name: str
-    num_layers: int
-    hidden_size: int
+class RequestLM(LM, ABC):
+    """An LM that serves requests: the `LM` protocol (declared in skillrag.lm.base, its attributes
+    and calls) implemented once here, each call made one request and served (see the module
+    docstring)."""
 
     def generate(
         self,

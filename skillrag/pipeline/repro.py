@@ -285,12 +285,11 @@ class Runner:
         import json
 
         from skillrag.paths import Paths
-        from skillrag.pipeline.timing import timing_file
 
         paths = Paths(self.root)
         recorded: dict[str, float] = {}
         for step in steps:
-            file = timing_file(paths, step.name)
+            file = paths.timing(step.name)
             if file.is_file():
                 text = file.read_text(encoding="utf-8")
             elif self._in_git():
@@ -493,9 +492,8 @@ class Runner:
         if not self._in_git():
             return
         from skillrag.paths import Paths
-        from skillrag.pipeline.timing import timing_file
 
-        timing = timing_file(Paths(self.root), producer.name).relative_to(self.root).as_posix()
+        timing = Paths(self.root).timing(producer.name).relative_to(self.root).as_posix()
         if timing in producer.git_outs:
             self._git("checkout", "HEAD", "--", timing, check=False)
         changed = self._git("status", "--porcelain", "--", *producer.git_outs).stdout.strip()
@@ -520,9 +518,8 @@ class Runner:
         if not step.resumable:
             return []
         from skillrag.paths import Paths
-        from skillrag.pipeline.timing import _legs_file
 
-        legs = _legs_file(Paths(self.root), step.name).relative_to(self.root).as_posix()
+        legs = Paths(self.root).stopped_legs(step.name).relative_to(self.root).as_posix()
         ignored = self._in_git() and self._git("check-ignore", "-q", "--no-index", legs, check=False).returncode == 0
         return [] if ignored else [legs]
 

@@ -36,15 +36,6 @@ STOPPED = (interrupts.Interrupted, KeyboardInterrupt)  # a leg stopped by a sign
 HEARTBEAT_S = 60.0  # how often a running leg records its seconds so far: what a leg killed outright loses at most
 
 
-def timing_file(paths: Paths, stage: str) -> Path:
-    """`reports/timings/<stage>.json`, named as dvc.yaml names the stage (`@` written `-`)."""
-    return paths.reports / "timings" / f"{stage.replace('@', '-')}.json"
-
-
-def _legs_file(paths: Paths, stage: str) -> Path:
-    return paths.locks.parent / "timings" / f"{stage.replace('@', '-')}.legs.json"
-
-
 def rebuilds_log(paths: Paths) -> Path:
     """The untracked log of rebuild legs (one JSON record per line): what rebuilding cost here."""
     return paths.root / ".skillrag" / "rebuilds.jsonl"
@@ -95,9 +86,9 @@ def _heartbeat(beat: Callable[[], None]) -> Iterator[None]:
 @contextmanager
 def timed(paths: Paths, stage: str) -> Iterator[Leg]:
     """Time the body as one leg of `stage`: a leg stopped by a signal or killed is kept for later,
-    one that fails is dropped; one that finishes writes the stage's total to `timing_file` (a
+    one that fails is dropped; one that finishes writes the stage's total to `Paths.timing` (a
     rebuild leg: to `rebuilds_log`, the timing file untouched)."""
-    legs_file = _legs_file(paths, stage)
+    legs_file = paths.stopped_legs(stage)
     earlier: list[float] = json.loads(legs_file.read_text()) if legs_file.exists() else []
     leg, started = Leg(), time.monotonic()
 
@@ -130,5 +121,5 @@ def timed(paths: Paths, stage: str) -> Iterator[Leg]:
         with log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps({**record, "rebuild": True}) + "\n")
     else:
-        write_json(timing_file(paths, stage), record)
+        write_json(paths.timing(stage), record)
     legs_file.unlink(missing_ok=True)

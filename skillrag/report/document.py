@@ -20,7 +20,6 @@ from skillrag.report.data_docs import data_docs_index
 from skillrag.report.evidence import evidence_section
 from skillrag.report.evidence_gain import evidence_gain_table
 from skillrag.report.experiments import experiments_section
-from skillrag.report.figures import ACCURACY_COST, ACCURACY_OVERALL, RELIABILITY
 from skillrag.report.headline import headline_section
 from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.loop import loop_section
@@ -82,9 +81,8 @@ def _link(target: Path, base: Path) -> str:
     return Path(os.path.relpath(target.resolve(), base.resolve())).as_posix()
 
 
-def _figure(paths: Paths, name: str, title: str, base: Path) -> str:
-    file = paths.figures / name
-    return f"![{title}]({_link(file, base)})" if file.is_file() else f"_{title}: `{name}` was not produced._"
+def _figure(file: Path, title: str, base: Path) -> str:
+    return f"![{title}]({_link(file, base)})" if file.is_file() else f"_{title}: `{file.name}` was not produced._"
 
 
 def _header(inputs: Inputs, datasets: Sequence[str]) -> str:
@@ -189,8 +187,8 @@ def _failure_space(inputs: Inputs, paths: Paths, base: Path) -> str:
         f"vector; {a.get('rejected_but_right', 0)} rejected answers were in fact right and are not failures); {measured}."
         + (notes and f"\n\nNotes:{notes}")
         + ("\n\n" + markdown_table(["skill chosen", "failure states", "fixed by it"], rows) if rows else "")
-        + "\n\n" + _figure(paths, "failure_space.png", "failure space", base)
-        + "\n\n" + _figure(paths, "failure_separability.png", "separability", base)
+        + "\n\n" + _figure(paths.failure_space_figure, "failure space", base)
+        + "\n\n" + _figure(paths.failure_separability_figure, "separability", base)
     )
 
 
@@ -232,8 +230,8 @@ def render_report(params: Params, paths: Paths, out: Path, change: str, change_f
     )
     headline = (
         headline_section(inputs, datasets, primary, CASE_METHOD)
-        + "\n\n" + _figure(paths, ACCURACY_COST, "accuracy against cost per method", base)
-        + "\n\n" + _figure(paths, ACCURACY_OVERALL, "overall ACC per method", base)
+        + "\n\n" + _figure(paths.accuracy_cost_figure, "accuracy against cost per method", base)
+        + "\n\n" + _figure(paths.accuracy_overall_figure, "overall ACC per method", base)
     )
     sections = [
         ("Change against the base", change),
@@ -248,12 +246,12 @@ def render_report(params: Params, paths: Paths, out: Path, change: str, change_f
         ("Evidence each round found", evidence_gain_table(inputs)),
         ("The loop's own gain and the final answer", loop_section(inputs.traces)),
         ("Prober calibration (dev)", (probe_table(inputs.probe) or "_`reports/probe_detail.json` is missing._")
-         + "\n\n" + _figure(paths, "probe_reliability.png", "prober reliability on dev (train_probe)", base)
+         + "\n\n" + _figure(paths.probe_reliability_figure, "prober reliability on dev (train_probe)", base)
          + f"\n\nThe same prober on {CASE_METHOD}'s evaluation answers: the share right per score bin (95% Wilson "
          "interval, answers per bin below) and each decision point's dev-chosen cut (an answer is accepted iff its "
-         "score is above the cut):\n\n" + _figure(paths, RELIABILITY, "prober reliability on the evaluation", base)
+         "score is above the cut):\n\n" + _figure(paths.eval_reliability_figure, "prober reliability on the evaluation", base)
          + "\n\n### Learning curve\n\n" + (learning_curve_table(inputs.probe) or "_No learning curve in `reports/probe_detail.json`._")
-         + "\n\n" + _figure(paths, "probe_learning_curve.png", "prober learning curve", base)),
+         + "\n\n" + _figure(paths.probe_learning_curve_figure, "prober learning curve", base)),
         ("Failure space (paper §4.3, Fig. 2)", _failure_space(inputs, paths, base)),
         ("Case studies (paper Table 2 style)", _cases(inputs, params.report.cases)),
         ("Data quality gates", _data_quality(inputs, paths, base)),

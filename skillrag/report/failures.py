@@ -132,11 +132,12 @@ def project(x: np.ndarray, tsne_min_points: int, seed: int) -> dict[str, np.ndar
 
 
 def analyze_failures(
-    traces: Iterable[Mapping[str, Any]], figures: Path, folds: int, tsne_min_points: int, seed: int
+    traces: Iterable[Mapping[str, Any]], space_figure: Path, separability_figure: Path, folds: int, tsne_min_points: int,
+    seed: int,
 ) -> dict[str, Any]:
     """The failure space of skill_rag traces: counts, separability and the projections, drawn to
-    `figures`/failure_space.png and failure_separability.png (always written: with few states
-    they say so instead of plotting)."""
+    `space_figure` and `separability_figure` (always written: with few states they say so instead
+    of plotting)."""
     space = failure_points(traces)
     with_state = [p for p in space.points if p.state is not None]
     notes: list[str] = []
@@ -152,8 +153,8 @@ def analyze_failures(
     for name, need in (("pca", 3), ("tsne", tsne_min_points)):
         if name not in views:
             notes.append(f"{name} skipped: {len(with_state)} failure states with a vector, needs {need}")
-    _draw_projections(views, with_state, figures / "failure_space.png")
-    _draw_separability(sep, figures / "failure_separability.png")
+    _draw_projections(views, with_state, space_figure)
+    _draw_separability(sep, separability_figure)
     by_skill = Counter(p.skill for p in space.points)
     fixed = Counter(p.skill for p in space.points if p.fixed)
     return {

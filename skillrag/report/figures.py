@@ -26,10 +26,6 @@ from skillrag.report.inputs import Inputs, load_inputs
 from skillrag.report.paired import wilson
 from skillrag.report.tables import scored
 
-ACCURACY_COST = "accuracy_cost.png"
-ACCURACY_OVERALL = "accuracy_overall.png"
-RELIABILITY = "prober_reliability_eval.png"
-FIGURES = (ACCURACY_COST, ACCURACY_OVERALL, RELIABILITY)
 BINS = 10
 # the prober's decision points on the studied method's rounds: (round stage, label, cut key)
 DECISIONS = (("no_retrieval", "closed-book answer", "before_retrieval"), ("retrieval", "answer after evidence", "after_evidence"))
@@ -158,25 +154,31 @@ def _placeholder(text: str, path: Path) -> None:
     _save(fig, path)
 
 
-def draw_figures(inputs: Inputs, datasets: Sequence[str], studied: str, folder: Path) -> dict[str, bool]:
-    """Draw every one of FIGURES into `folder` (the stage's outputs always exist: with nothing to
-    plot a figure says so); returns name -> whether it holds a plot."""
+def report_figures(paths: Paths) -> tuple[Path, Path, Path]:
+    """The report stage's figures: accuracy against cost, overall accuracy, and the prober's
+    reliability on the evaluation."""
+    return paths.accuracy_cost_figure, paths.accuracy_overall_figure, paths.eval_reliability_figure
+
+
+def draw_figures(inputs: Inputs, datasets: Sequence[str], studied: str, paths: Paths) -> dict[str, bool]:
+    """Draw every one of `report_figures` (the stage's outputs always exist: with nothing to plot a
+    figure says so); returns file name -> whether it holds a plot."""
     scored_methods = bool(_methods(inputs, datasets))
     probed = any(len(reliability_points(inputs, studied, stage)[0]) for stage, _, _ in DECISIONS)
-    for name, drawn, draw in ((ACCURACY_COST, scored_methods, draw_accuracy_cost),
-                              (ACCURACY_OVERALL, scored_methods, draw_accuracy_overall)):
-        if drawn:
-            draw(inputs, datasets, studied, folder / name)
+    cost, overall, reliability = report_figures(paths)
+    for file, draw in ((cost, draw_accuracy_cost), (overall, draw_accuracy_overall)):
+        if scored_methods:
+            draw(inputs, datasets, studied, file)
         else:
-            _placeholder("no scored traces to plot", folder / name)
+            _placeholder("no scored traces to plot", file)
     if probed:
-        draw_reliability(inputs, studied, folder / RELIABILITY)
+        draw_reliability(inputs, studied, reliability)
     else:
-        _placeholder(f"no {studied} round carries a prober score", folder / RELIABILITY)
-    return {ACCURACY_COST: scored_methods, ACCURACY_OVERALL: scored_methods, RELIABILITY: probed}
+        _placeholder(f"no {studied} round carries a prober score", reliability)
+    return {cost.name: scored_methods, overall.name: scored_methods, reliability.name: probed}
 
 
 def draw_report_figures(paths: Paths) -> dict[str, bool]:
     """The report stage's figures from its inputs, into reports/figures/ (see draw_figures)."""
     inputs = load_inputs(paths)
-    return draw_figures(inputs, inputs.datasets(list(DATASETS)), studied_method(), paths.figures)
+    return draw_figures(inputs, inputs.datasets(list(DATASETS)), studied_method(), paths)

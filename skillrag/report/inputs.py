@@ -81,7 +81,7 @@ def load_inputs(paths: Paths) -> Inputs:
     for file in gate_result_files(paths):
         result = _json(file)
         gates[result.get("gate", file.stem)] = result
-    records = sorted(map(_json, (paths.reports / "timings").glob("*.json")), key=lambda r: r["finished"])
+    records = sorted(map(_json, paths.timings.glob("*.json")), key=lambda r: r["finished"])
     timings = {record["stage"]: record for record in records}  # in the order the stages finished
     return Inputs(
         detail, traces, settings, _json(paths.probe_detail), _json(paths.probe / "probe.json"),

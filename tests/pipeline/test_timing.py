@@ -7,7 +7,7 @@ import pytest
 
 from skillrag.interrupts import Interrupted
 from skillrag.paths import Paths
-from skillrag.pipeline.timing import rebuilds_log, timed, timing_file
+from skillrag.pipeline.timing import rebuilds_log, timed
 
 
 class Stopped(Exception):
@@ -18,8 +18,8 @@ def test_a_finished_stage_records_its_wall_time(tmp_path):
     paths = Paths(tmp_path)
     with timed(paths, "evaluate-skill_rag"):
         pass
-    record = json.loads(timing_file(paths, "evaluate-skill_rag").read_text())
-    assert timing_file(paths, "evaluate-skill_rag").name == "evaluate-skill_rag.json"
+    record = json.loads(paths.timing("evaluate-skill_rag").read_text())
+    assert paths.timing("evaluate-skill_rag").name == "evaluate-skill_rag.json"
     assert record["stage"] == "evaluate-skill_rag"
     assert record["legs"] == 1
     assert 0 <= record["wall_s"] < 60
@@ -32,14 +32,14 @@ def test_an_interrupted_leg_is_added_to_the_leg_that_finishes(tmp_path, monkeypa
     paths = Paths(tmp_path)
     with pytest.raises(Interrupted), timed(paths, "extract"):
         raise Interrupted(15)
-    assert not timing_file(paths, "extract").exists()
+    assert not paths.timing("extract").exists()
     with timed(paths, "extract"):
         pass
-    record = json.loads(timing_file(paths, "extract").read_text())
+    record = json.loads(paths.timing("extract").read_text())
     assert (record["wall_s"], record["legs"]) == (130.0, 2)
     with timed(paths, "extract"):  # the next run starts afresh
         pass
-    assert json.loads(timing_file(paths, "extract").read_text())["legs"] == 1
+    assert json.loads(paths.timing("extract").read_text())["legs"] == 1
 
 
 def test_a_failed_leg_adds_no_leg_to_the_next_run(tmp_path):
@@ -49,16 +49,16 @@ def test_a_failed_leg_adds_no_leg_to_the_next_run(tmp_path):
             raise ValueError("bad input")
     with timed(paths, "summarize"):
         pass
-    assert json.loads(timing_file(paths, "summarize").read_text())["legs"] == 1
+    assert json.loads(paths.timing("summarize").read_text())["legs"] == 1
 
 
 def test_a_rebuild_leg_leaves_the_recorded_timing_and_logs_its_own_time(tmp_path):
     paths = Paths(tmp_path)
-    timing_file(paths, "index").parent.mkdir(parents=True)
-    timing_file(paths, "index").write_text('{"stage": "index", "wall_s": 865.0}')
+    paths.timing("index").parent.mkdir(parents=True)
+    paths.timing("index").write_text('{"stage": "index", "wall_s": 865.0}')
     with timed(paths, "index") as leg:
         leg.rebuild = True
-    assert timing_file(paths, "index").read_text() == '{"stage": "index", "wall_s": 865.0}'
+    assert paths.timing("index").read_text() == '{"stage": "index", "wall_s": 865.0}'
     (logged,) = [json.loads(line) for line in rebuilds_log(paths).read_text().splitlines()]
     assert logged["stage"] == "index" and logged["rebuild"] is True
 
@@ -75,7 +75,7 @@ def test_a_leg_killed_outright_counts_to_its_last_heartbeat(tmp_path):
         "    time.sleep(60)\n"
     )
     paths = Paths(tmp_path)
-    legs_file = paths.locks.parent / "timings" / "extract.legs.json"
+    legs_file = paths.stopped_legs("extract")
     running = subprocess.Popen([sys.executable, "-c", leg, str(tmp_path)])
     try:
         deadline = time.monotonic() + 60
@@ -88,6 +88,6 @@ def test_a_leg_killed_outright_counts_to_its_last_heartbeat(tmp_path):
     [killed] = json.loads(legs_file.read_text())
     with timed(paths, "extract"):
         pass
-    record = json.loads(timing_file(paths, "extract").read_text())
+    record = json.loads(paths.timing("extract").read_text())
     assert record["legs"] == 2 and record["wall_s"] >= round(killed, 1) >= 0.3
     assert not legs_file.exists()

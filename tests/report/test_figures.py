@@ -4,12 +4,12 @@ from the Wilson interval, the reliability plot's counts per bin and its dev cuts
 from __future__ import annotations
 
 from skillrag.report.figures import (
-    FIGURES,
     draw_accuracy_cost,
     draw_accuracy_overall,
     draw_figures,
     draw_reliability,
     reliability_points,
+    report_figures,
 )
 from skillrag.report.inputs import load_inputs
 
@@ -22,9 +22,10 @@ def _labelled(fig) -> bool:
 
 def test_every_figure_is_written_and_every_axis_is_labelled(workspace):
     inputs = load_inputs(workspace)
-    assert draw_figures(inputs, DATASETS, "skill_rag", workspace.figures) == {name: True for name in FIGURES}
-    for name in FIGURES:
-        assert (workspace.figures / name).read_bytes().startswith(b"\x89PNG")
+    figures = report_figures(workspace)
+    assert draw_figures(inputs, DATASETS, "skill_rag", workspace) == {file.name: True for file in figures}
+    for file in figures:
+        assert file.parent == workspace.figures and file.read_bytes().startswith(b"\x89PNG")
     for fig in (draw_accuracy_cost(inputs, DATASETS, "skill_rag", workspace.figures / "a.png"),
                 draw_accuracy_overall(inputs, DATASETS, "skill_rag", workspace.figures / "b.png"),
                 draw_reliability(inputs, "skill_rag", workspace.figures / "c.png")):
@@ -61,6 +62,6 @@ def test_with_nothing_to_plot_each_figure_still_exists_and_says_so(tmp_path):
 
     paths = Paths(tmp_path)
     write_runs(paths, [simple_trace(0, "nq", "single_step", right=True)])
-    drawn = draw_figures(load_inputs(paths), ["nq"], "skill_rag", paths.figures)
+    drawn = draw_figures(load_inputs(paths), ["nq"], "skill_rag", paths)
     assert drawn == {"accuracy_cost.png": True, "accuracy_overall.png": True, "prober_reliability_eval.png": False}
-    assert all((paths.figures / name).is_file() for name in FIGURES)
+    assert all(file.is_file() for file in report_figures(paths))

@@ -21,7 +21,7 @@ def analyze(params: Params, paths: Paths) -> dict[str, Any]:
     files = [paths.run_file(METHOD, d) for d in params.evaluate.datasets if paths.run_file(METHOD, d).exists()]
     traces = chain.from_iterable(read_jsonl(f) for f in files)
     p = params.analyze
-    result = analyze_failures(traces, paths.figures, p.folds, p.tsne_min_points, p.seed)
+    result = analyze_failures(traces, paths.failure_space_figure, paths.failure_separability_figure, p.folds, p.tsne_min_points, p.seed)
     result["datasets"] = [f.stem for f in files]
     write_json(paths.analysis, result)
     return result

@@ -23,6 +23,6 @@ def train_probe(params: Params, paths: Paths) -> dict[str, Any]:
     gate_probe(fitted.report, params.probe, paths.validation("probe"))
     fitted.publish(
         paths.probe, paths.probe_metrics, paths.probe_detail,
-        paths.figures / "probe_reliability.png", paths.figures / "probe_learning_curve.png",
+        paths.probe_reliability_figure, paths.probe_learning_curve_figure,
     )
     return fitted.report

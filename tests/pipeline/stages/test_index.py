@@ -17,7 +17,7 @@ from skillrag.files import write_jsonl
 from skillrag.paths import Paths
 from skillrag.pipeline import runtime
 from skillrag.pipeline.stages import STAGES, ensure_index
-from skillrag.pipeline.timing import rebuilds_log, timing_file
+from skillrag.pipeline.timing import rebuilds_log
 from tests.retrieval.corpus import make_passages
 
 
@@ -56,7 +56,7 @@ def test_the_index_stage_builds_no_dense_index(tmp_path: Path, params: Params) -
 def test_rebuilding_the_recorded_index_leaves_its_committed_timing_and_gate_result(tmp_path: Path, params: Params) -> None:
     paths = Paths(tmp_path / "ws")
     STAGES["index"](params, paths)
-    committed = {f: f.read_bytes() for f in (timing_file(paths, "index"), paths.validation("index"), paths.index_fingerprint)}
+    committed = {f: f.read_bytes() for f in (paths.timing("index"), paths.validation("index"), paths.index_fingerprint)}
     _fresh_clone(paths)
     stats = STAGES["index"](params, paths)
     assert stats.rebuild
@@ -68,10 +68,10 @@ def test_rebuilding_the_recorded_index_leaves_its_committed_timing_and_gate_resu
 def test_an_index_of_other_settings_is_recorded_as_a_new_run(tmp_path: Path, params: Params) -> None:
     paths = Paths(tmp_path / "ws")
     STAGES["index"](params, paths)
-    timing_file(paths, "index").write_text("{}")
+    paths.timing("index").write_text("{}")
     changed = params.model_copy(update={"retrieval": params.retrieval.model_copy(update={"k1": 1.2})})
     assert not STAGES["index"](changed, paths).rebuild
-    assert json.loads(timing_file(paths, "index").read_text())["stage"] == "index"
+    assert json.loads(paths.timing("index").read_text())["stage"] == "index"
 
 
 def test_a_command_that_needs_the_index_builds_a_missing_one_and_says_so(tmp_path: Path, params: Params) -> None:
