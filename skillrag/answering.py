@@ -1,14 +1,14 @@
 """The one answer path that the prober's training data and every method share:
-CoT prompt -> generate -> parse -> pooled states -> the gate's verdict.
+CoT prompt -> generate -> parse -> pooled states -> the checker's verdict.
 
 `extract` (skillrag.pipeline.stages.extract) answers many questions at once with `answer_batch` and stores
 what it returns; a method answers one question with `answer_with`, which is `answer_batch` on
-one question, and its gate scores what it returns. Prompt, stop rule, parser and pooled states
+one question, and its checker scores what it returns. Prompt, stop rule, parser and pooled states
 are therefore the same in training and at inference: the prober is applied to exactly the kind
 of state it was trained on.
 
 An answer without an `Answer:` line (or with an empty one) is never accepted: the parser could
-not read it, so whatever the gate's score it is a failure state, and its round says so in
+not read it, so whatever the checker's score it is a failure state, and its round says so in
 `fallbacks` (NO_ANSWER).
 """
 
@@ -43,7 +43,7 @@ class Prober(Protocol):
     def accepts(self, score: float, point: DecisionPoint) -> bool: ...
 
 
-class Gate(Protocol):
+class Checker(Protocol):
     """What accepts or rejects an answer from its generation: the prober (hidden states of
     `layers`, captured in the same generation) or a score of the tokens alone (entropy_rag)."""
 
@@ -56,8 +56,8 @@ class Gate(Protocol):
 
 
 @dataclass(frozen=True)
-class ProberGate:
-    """The prober as a gate: it scores the generation's states in the prober's pooling."""
+class ProberChecker:
+    """The prober as a checker: it scores the generation's states in the prober's pooling."""
 
     prober: Prober
 
@@ -74,7 +74,7 @@ class ProberGate:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One answer: parsed from a CoT generation over `passages`, with the gate's verdict.
+    """One answer: parsed from a CoT generation over `passages`, with the checker's verdict.
     `answer` is the strict extraction ("" without an `Answer:`), `flexible` the flexible one
     (skillrag.prompts.cot); `budget_hit`: the generation ended on the token budget; `notes` go to
     the round's `fallbacks` (NO_ANSWER). `generation` and `prompt` are what it was read from
@@ -97,17 +97,17 @@ def answer_batch(
     lm: LM,
     questions: Sequence[str],
     evidence: Sequence[Sequence[Passage]],
-    gate: Gate | None,
+    checker: Checker | None,
     max_new_tokens: int,
     capture: Sequence[int] = (),
     passage_words: int | None = None,
 ) -> list[Attempt]:
     """CoT-answer each question over its passages (closed-book when empty, each cut to
-    `passage_words` words), one generate call per few-shot prefix, capturing the gate's layers
-    (and `capture`) in the same generation; the gate, when given, gives its verdict (before_retrieval
+    `passage_words` words), one generate call per few-shot prefix, capturing the checker's layers
+    (and `capture`) in the same generation; the checker, when given, gives its verdict (before_retrieval
     closed-book, after_evidence over passages). Attempts come back in the order of `questions`."""
     prompts = [cot_prompt(q, passages, passage_words) for q, passages in zip(questions, evidence, strict=True)]
-    layers = sorted({*(gate.layers if gate is not None else ()), *capture}) or None
+    layers = sorted({*(checker.layers if checker is not None else ()), *capture}) or None
     generations: dict[int, Generation] = {}
     for prefix in dict.fromkeys(p.prefix for p in prompts):
         group = [i for i, p in enumerate(prompts) if p.prefix == prefix]
@@ -117,7 +117,7 @@ def answer_batch(
     for i, (prompt, passages) in enumerate(zip(prompts, evidence)):
         if layers is not None and generations[i].pooled is None:
             raise RuntimeError(f"LM {lm.name!r} returned no hidden states for layers {layers}")
-        attempts.append(_read(prompt, tuple(passages), generations[i], gate))
+        attempts.append(_read(prompt, tuple(passages), generations[i], checker))
     return attempts
 
 
@@ -125,25 +125,25 @@ def answer_with(
     lm: LM,
     question: str,
     passages: Sequence[Passage],
-    gate: Gate | None,
+    checker: Checker | None,
     max_new_tokens: int,
     capture: Sequence[int] = (),
     passage_words: int | None = None,
 ) -> Attempt:
     """`answer_batch` for one question: how a method answers."""
-    return answer_batch(lm, [question], [passages], gate, max_new_tokens, capture, passage_words)[0]
+    return answer_batch(lm, [question], [passages], checker, max_new_tokens, capture, passage_words)[0]
 
 
-def _read(prompt: Prompt, passages: tuple[Passage, ...], generation: Generation, gate: Gate | None) -> Attempt:
-    """The attempt a generation gives: parsed, and judged by the gate; an answer the parser could
+def _read(prompt: Prompt, passages: tuple[Passage, ...], generation: Generation, checker: Checker | None) -> Attempt:
+    """The attempt a generation gives: parsed, and judged by the checker; an answer the parser could
     not read is rejected whatever its score."""
     budget_hit = generation.stopped_by == "length"
     parsed = parse_answer(generation.text, prompt.text, truncated=budget_hit)
     score = accepted = None
     notes: tuple[str, ...] = ()
-    if gate is not None:
-        score = gate.score(generation)
-        accepted = bool(parsed.answer) and gate.accepts(score, "after_evidence" if passages else "before_retrieval")
+    if checker is not None:
+        score = checker.score(generation)
+        accepted = bool(parsed.answer) and checker.accepts(score, "after_evidence" if passages else "before_retrieval")
         notes = () if parsed.answer else (NO_ANSWER,)
     return Attempt(
         parsed.reasoning, parsed.answer, passages, generation.hidden, score, accepted, parsed.flexible, budget_hit,

@@ -161,12 +161,12 @@ class MethodsParams(_Section):
     ircot: IrcotParams = IrcotParams()  # IRCoT, also Adaptive-RAG's multi-step strategy
     flare: FlareParams = FlareParams()  # FLARE-direct (Jiang et al. 2023)
     dragin: DraginParams = DraginParams()  # DRAGIN (Su et al. 2024)
-    entropy_rag: EntropyRAGParams = EntropyRAGParams()  # Probing-RAG's loop gated by mean token entropy
+    entropy_rag: EntropyRAGParams = EntropyRAGParams()  # Probing-RAG's loop checked by mean token entropy
 
 
 class RouterParams(_Section):
     train_questions: int = Field(30, ge=1)  # train questions explored (every skill tried on each failure)
-    retry_questions: int = Field(30, ge=1)  # train questions each gated method's own first retry runs on (the after-evidence cuts' retry rates)
+    retry_questions: int = Field(30, ge=1)  # train questions each checked method's own first retry runs on (the after-evidence cuts' retry rates)
     min_examples_per_skill: int = Field(5, ge=2)  # fewer for any skill or exit: no router, a note says why
     c: float = Field(1.0, gt=0)  # inverse L2 regularisation of the logistic regression
 

@@ -126,7 +126,7 @@ class Paths:
         return self.router_traces.with_name("retries.json")
 
     def retry_traces(self, method: str) -> Path:
-        """A gated method's first retries on the train questions (train_router; the retry rates' source)."""
+        """A checked method's first retries on the train questions (train_router; the retry rates' source)."""
         return self.router_traces.with_name(f"{method}.jsonl")
 
     @property

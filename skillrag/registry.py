@@ -36,8 +36,8 @@ RETRIEVAL = (
     "index", "retrieval.backend", "retrieval.k", "retrieval.k1", "retrieval.b", "retrieval.passage_words",
     "retrieval.fusion_k", "retrieval.fusion_depth",
 )
-# The prober-gated loop (skillrag.methods.gated).
-GATED = (*ANSWERS, *RETRIEVAL, "prober", "probe.threshold", "methods.max_rounds", "methods.max_passages")
+# The prober-gated loop (skillrag.methods.checked).
+CHECKED = (*ANSWERS, *RETRIEVAL, "prober", "probe.threshold", "methods.max_rounds", "methods.max_passages")
 TUNED = "auto: data/thresholds/thresholds.json"  # what an `auto` trigger threshold resolves to
 ADAPTIVE_REBUILD = "`skillrag train-adaptive` (or `dvc repro train_adaptive`)"
 
@@ -76,12 +76,12 @@ METHODS: dict[str, MethodEntry] = {
         MethodEntry("no_retrieval", "simple", "NoRetrieval", ANSWERS, retrieves=False),
         MethodEntry("single_step", "simple", "SingleStep", _SINGLE_STEP),
         MethodEntry(
-            "probing_rag", "probing_rag", "ProbingRAG", GATED, starts_from=STORED,
+            "probing_rag", "probing_rag", "ProbingRAG", CHECKED, starts_from=STORED,
             trigger="probe.threshold (the prober accepted every closed-book answer)",
         ),
         MethodEntry(
             "skill_rag", "skill_rag", "SkillRAG",
-            (*GATED, "router", "methods.router", "methods.exit_mode", "methods.abstain_answer"), starts_from=STORED,
+            (*CHECKED, "router", "methods.router", "methods.exit_mode", "methods.abstain_answer"), starts_from=STORED,
             trigger="probe.threshold (the prober accepted every closed-book answer)", keeps_states=True, studied=True,
         ),
         MethodEntry("ircot", "ircot", "IRCoT", _IRCOT, starts_from=("single_step",)),  # its first step is single_step's call

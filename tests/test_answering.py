@@ -1,10 +1,10 @@
 """One CoT answer read back (skillrag.answering): strict and flexible answers and the
 token-budget flag reach the round and the trace; an answer without an `Answer:` line is never
-accepted by a gate; each stage's cut applies to its answers."""
+accepted by a checker; each stage's cut applies to its answers."""
 
 from __future__ import annotations
 
-from skillrag.answering import NO_ANSWER, ProberGate, answer_batch
+from skillrag.answering import NO_ANSWER, ProberChecker, answer_batch
 from skillrag.config import MethodsParams
 from skillrag.data.schema import Question
 from skillrag.methods import Components, build_method
@@ -83,7 +83,7 @@ def test_the_gate_judges_closed_book_answers_before_retrieval_and_answers_over_p
     prober = FakeProber([0.5, 0.5], cuts={"before_retrieval": 0.6, "after_evidence": 0.4})
     lm = FakeLM([answer("Tom Hanks"), answer("Robert Zemeckis")])
     closed, over = answer_batch(
-        lm, [QUESTION.question] * 2, [[], CORPUS[:1]], ProberGate(prober), max_new_tokens=8, capture=(1,)
+        lm, [QUESTION.question] * 2, [[], CORPUS[:1]], ProberChecker(prober), max_new_tokens=8, capture=(1,)
     )
     assert (closed.accepted, over.accepted) == (False, True)
     assert closed.generation.pooled is not None and set(closed.hidden) == {1, 2, 4}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from skillrag.answering import Attempt, Gate, Prober, ProberGate, answer_with
+from skillrag.answering import Attempt, Checker, Prober, ProberChecker, answer_with
 from skillrag.config import MethodsParams, Params
 from skillrag.data.schema import Passage, Question
 from skillrag.lm.base import LM, state_vector
@@ -148,7 +148,7 @@ class Session:
             m.lm,
             self.question.question,
             passages,
-            m.gate,
+            m.checker,
             m.components.max_new_tokens,
             m.components.state_layers,
             m.components.passage_words,
@@ -265,7 +265,7 @@ class Method(ABC):
         self.components = components
         # What accepts an answer (score and verdict in its round): the prober when given;
         # entropy_rag sets its own.
-        self.gate: Gate | None = ProberGate(components.prober) if components.prober is not None else None
+        self.checker: Checker | None = ProberChecker(components.prober) if components.prober is not None else None
         self.meter = meter if meter is not None else Meter()
         self.lm = MeteredLM(components.lm, self.meter)
         self.retriever = MeteredRetriever(components.retriever, self.meter)

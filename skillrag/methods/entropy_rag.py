@@ -1,6 +1,6 @@
 """entropy_rag: Probing-RAG's loop with the prober replaced by the answer's mean token entropy.
 
-The simplest gate a practitioner would try first, and the baseline that tells whether
+The simplest checker a practitioner would try first, and the baseline that tells whether
 hidden-state probing earns its cost: the same rounds as probing_rag (closed-book, retrieve with
 the question, re-query), accepting an answer when the mean entropy of its generated tokens is at
 most `methods.entropy_rag.cut` (auto: tuned on dev, skillrag.methods.thresholds). It needs no
@@ -25,7 +25,7 @@ def mean_entropy(generation: Generation) -> float:
 
 
 @dataclass(frozen=True)
-class EntropyGate:
+class EntropyChecker:
     """Accepts an answer whose mean token entropy is at most `cut` (its score, in the round)."""
 
     cut: float
@@ -48,4 +48,4 @@ class EntropyRAG(ProbingRAG):
 
     def __init__(self, components: Components, meter: Meter | None = None) -> None:
         super().__init__(components, meter)
-        self.gate = EntropyGate(resolve_threshold(components.params.entropy_rag.cut, CUT, components.thresholds))
+        self.checker = EntropyChecker(resolve_threshold(components.params.entropy_rag.cut, CUT, components.thresholds))

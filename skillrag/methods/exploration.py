@@ -11,12 +11,12 @@ first skill that fixed it, else `exit`: the training set of `skillrag.skills.lea
 `explored_states` gives the fixers and raw scores that skillrag.skills.calibration fits and
 scores routers on.
 
-`FirstRetry` measures what a gated method's retry does to a single-step answer, right or wrong:
+`FirstRetry` measures what a checked method's retry does to a single-step answer, right or wrong:
 it answers single-step, then calls the method's own `retry` once (its router, skills, queries and
 evidence rule, as configured), so the evidence follows the method whatever it does.
 `retry_rates` summarises those traces: the prober's after-evidence cut (skillrag.probe.cuts)
 weighs accepting an answer against retrying it. No prober is trained yet, so the method runs
-with `NEVER_ACCEPTS` (it is never consulted: the answers are recorded ungated). Correctness is
+with `NEVER_ACCEPTS` (it is never consulted: the answers are recorded unchecked). Correctness is
 passed in (the stage uses the evaluation's accuracy): methods and skills do not import the eval
 layer.
 """
@@ -32,7 +32,7 @@ import torch
 
 from skillrag.lm.base import POOLINGS
 from skillrag.methods.base import Components, Method, Session
-from skillrag.methods.gated import GatedRAG
+from skillrag.methods.checked import CheckedRAG
 from skillrag.methods.trace import Cost, Trace
 from skillrag.skills import EXIT, QUERY_SKILLS, SKILL_NAMES, build_skills
 from skillrag.skills.router import score_and_write
@@ -129,7 +129,7 @@ def build_router_dataset(traces: Iterable[Trace], is_correct: IsCorrect) -> tupl
 
 
 class NeverAccepts:
-    """The prober a gated method is built with before any prober is trained (train_router):
+    """The prober a checked method is built with before any prober is trained (train_router):
     it would reject every answer; `FirstRetry` never consults it."""
 
     pooling = POOLINGS[0]
@@ -149,25 +149,25 @@ NEVER_ACCEPTS = NeverAccepts()
 
 
 class FirstRetry(Method):
-    """Rounds: "retrieval" (the single-step answer), then whatever the gated method's own `retry`
+    """Rounds: "retrieval" (the single-step answer), then whatever the checked method's own `retry`
     records after rejecting it (a skill round, a requery, an exit); the trace's answer is the
     method's answer after that one retry ("done", or the retry's own termination)."""
 
     name = "first_retry"
 
-    def __init__(self, gated: GatedRAG) -> None:
-        super().__init__(replace(gated.components, prober=None), meter=gated.meter)  # its rounds are ungated
-        self.gated = gated
+    def __init__(self, checked: CheckedRAG) -> None:
+        super().__init__(replace(checked.components, prober=None), meter=checked.meter)  # its rounds are unchecked
+        self.checked = checked
 
     def fork(self, components: Components) -> FirstRetry:
-        return FirstRetry(self.gated.fork(replace(components, prober=self.gated.components.prober)))
+        return FirstRetry(self.checked.fork(replace(components, prober=self.checked.components.prober)))
 
     def run_costs(self) -> Cost:
-        return self.gated.run_costs()
+        return self.checked.run_costs()
 
     def run(self, session: Session) -> None:
         first = session.answer_round("retrieval", [session.question.question])
-        if self.gated.retry(session, first, 1) is not None:
+        if self.checked.retry(session, first, 1) is not None:
             session.stop("done")
 
 

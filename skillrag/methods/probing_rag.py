@@ -1,4 +1,4 @@
-"""Probing-RAG (Baek et al.): the prober gates retrieval; on failure, retrieve again.
+"""Probing-RAG (Baek et al.): the prober checks retrieval; on failure, retrieve again.
 
 Re-issuing a query would only fetch the same passages again, so each re-query is new: the
 question plus the current (rejected) answer, which names the entity the model is reasoning
@@ -10,11 +10,11 @@ forming the query: each retry costs one retrieval and one answer.
 from __future__ import annotations
 
 from skillrag.methods.base import Attempt, Session
-from skillrag.methods.gated import GatedRAG
+from skillrag.methods.checked import CheckedRAG
 from skillrag.skills.queries import fresh
 
 
-class ProbingRAG(GatedRAG):
+class ProbingRAG(CheckedRAG):
     name = "probing_rag"
 
     def retry(self, session: Session, rejected: Attempt, round_index: int) -> Attempt | None:

@@ -1,4 +1,4 @@
-"""Skill-RAG (paper §3): Probing-RAG's gate, but a failure is diagnosed before retrying.
+"""Skill-RAG (paper §3): Probing-RAG's checker, but a failure is diagnosed before retrying.
 
 On each rejected answer the router picks a skill from the failure state (question, failed
 reasoning, answer, evidence). A query skill writes the next queries (never one already issued;
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from skillrag.lm.base import LM
 from skillrag.methods.base import Attempt, Components, Session
-from skillrag.methods.gated import GatedRAG
+from skillrag.methods.checked import CheckedRAG
 from skillrag.methods.trace import Cost
 from skillrag.skills import EXIT, PromptRouter, Router, build_skills, exit_answer
 
@@ -54,7 +54,7 @@ class _Calibrating:
         return self.calibration.scores(self.lm, prompt, continuations)
 
 
-class SkillRAG(GatedRAG):
+class SkillRAG(CheckedRAG):
     name = "skill_rag"
 
     def __init__(self, components: Components, calibration: Calibration | None = None) -> None:

@@ -2,7 +2,7 @@
 
 `fit_probe` chooses the recipe (question-grouped CV on train, skillrag.probe.recipe, unless
 `probe.recipe` names a fixed one), trains it on all train rows, chooses the acceptance cut of
-each decision point (before retrieval; after evidence, per gated method) on dev by what it does
+each decision point (before retrieval; after evidence, per checked method) on dev by what it does
 to answers (skillrag.probe.cuts) and builds the dev report
 (AUROC with question-bootstrap intervals next to the mean-token-entropy baseline's, the cuts
 with the dev ACC and retrieval rate each gives, the learning curve beside the logit baselines,
@@ -62,7 +62,7 @@ class FittedProbe:
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """The numbers `dvc metrics show/diff` compares: the ensemble on dev with its interval, the
     entropy baseline's, the verdict, the recipe and what each decision point's cut does on dev
-    (after evidence: per gated method; the CV table, per-layer figures and the learning curve
+    (after evidence: per checked method; the CV table, per-layer figures and the learning curve
     stay in the detail report)."""
     ensemble, entropy = report["ensemble"], report["entropy_baseline"]
     return {
@@ -121,7 +121,7 @@ def _cv_auroc(cv: dict[str, Any] | None, recipe: dict[str, Any]) -> float | None
 
 
 def _load_retries(path: Path) -> dict[str, Any]:
-    """Each gated method's retry rates (train_router), by method."""
+    """Each checked method's retry rates (train_router), by method."""
     if not path.exists():
         raise FileNotFoundError(f"no retry rates at {path}: run `skillrag train-router` (or `dvc repro train_router`) first")
     return {method: rates for method, rates in json.loads(path.read_text()).items() if isinstance(rates, dict)}
@@ -138,7 +138,7 @@ def _cuts(dev: pd.DataFrame, scores: np.ndarray, retries: dict[str, Any], call_c
     """Each decision point's cut (skillrag.probe.cuts) and notes. Before retrieval, on the dev
     questions with both a closed-book and a single-step row: accepted, the closed-book ACC;
     rejected, the single-step one (one more LLM call); the null rejects everything. After
-    evidence, per gated method, on the single-step rows: accepted, their ACC; rejected, the
+    evidence, per checked method, on the single-step rows: accepted, their ACC; rejected, the
     method's own retry's success rate for a right or a wrong answer (train_router), at its
     measured LLM calls; the null accepts everything. A point with nothing to measure on keeps
     its null."""
@@ -166,7 +166,7 @@ def _cuts(dev: pd.DataFrame, scores: np.ndarray, retries: dict[str, Any], call_c
 
 
 def _after_evidence(single: pd.DataFrame, rates: dict[str, Any], call_cost: float, method: str) -> tuple[dict[str, Any], list[str]]:
-    """One gated method's after-evidence cut from its retry rates (see `_cuts`)."""
+    """One checked method's after-evidence cut from its retry rates (see `_cuts`)."""
     point = f"{AFTER_EVIDENCE} ({method})"
     if "unavailable" in rates:
         return _unmeasured("accept_all"), [f"{point}: no retry evidence ({rates['unavailable']}): it never retries"]
@@ -210,7 +210,7 @@ def fit_probe(states_dir: Path, retries_file: Path, params: ProbeParams) -> Fitt
     """Train on split == train, choose the cuts and report on split == dev.
 
     The cuts chosen on dev are stored in probe.json (`cuts`: the before-retrieval cut, and the
-    after-evidence cut per gated method) beside the paper's 0.5 whatever `probe.threshold`
+    after-evidence cut per checked method) beside the paper's 0.5 whatever `probe.threshold`
     says: the threshold picks between them when the prober is loaded (for one method).
     """
     meta, rows = read_meta(states_dir), read_rows(states_dir)

@@ -13,7 +13,7 @@ float32 ones; a re-converted model's from the old one's): its scores would be me
 The acceptance rule is "accept iff P(correct) > cut", with one cut per decision point:
 `before_retrieval` for a closed-book answer (accept it or retrieve), `after_evidence` for every
 answer made over passages (accept it or retry). What a retry is worth depends on the method that
-retries, so probe.json stores the after-evidence cut per gated method
+retries, so probe.json stores the after-evidence cut per checked method
 (`{"before_retrieval": c, "after_evidence": {"probing_rag": c1, "skill_rag": c2}}`). The cuts are
 resolved when the prober is loaded, for the method that loads it, from `probe.threshold`: "auto"
 takes the cuts chosen on dev at training time and stored in probe.json (`cuts`); a number t

@@ -24,7 +24,7 @@ from skillrag.metrics import accuracy
 from skillrag.report.paired import Paired, paired
 from skillrag.report.tables import markdown_table
 
-# The prober-gated loops (skillrag.methods.gated.GATED_METHODS; the report imports no method code).
+# The prober-gated loops (skillrag.methods.checked.CHECKED_METHODS; the report imports no method code).
 LOOP_METHODS = ("probing_rag", "skill_rag")
 FIRST_RETRIEVAL = "retrieval"
 ALL = "all"

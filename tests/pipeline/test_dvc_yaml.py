@@ -92,7 +92,7 @@ def test_an_evaluate_stage_runs_its_own_method_only_and_summarize_runs_none():
     modules = {f"skillrag/methods/{entry.module}.py" for entry in registry.METHODS.values()}
     found = stages()
     skill_rag = listed_code(found["evaluate-skill_rag"]["deps"])
-    assert {"skillrag/methods/skill_rag.py", "skillrag/methods/gated.py"} <= skill_rag
+    assert {"skillrag/methods/skill_rag.py", "skillrag/methods/checked.py"} <= skill_rag
     assert not skill_rag & (modules - {"skillrag/methods/skill_rag.py"})
     # the runs gate reads each run's settings (retrieves, trigger), not the methods' classes
     assert not listed_code(found["summarize"]["deps"]) & modules

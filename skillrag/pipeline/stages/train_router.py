@@ -42,13 +42,13 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     from skillrag.files import write_json
     from skillrag.lm.base import resolve_layers
     from skillrag.methods import Components, ReusingLM
+    from skillrag.methods.checked import CHECKED_METHODS
     from skillrag.methods.exploration import (
         SkillExploration,
         build_router_dataset,
         explored_states,
         retry_rates,
     )
-    from skillrag.methods.gated import GATED_METHODS
     from skillrag.metrics import accuracy
     from skillrag.pipeline.stages.training_questions import round_robin
     from skillrag.skills.learned_router import (
@@ -86,7 +86,7 @@ def train_router(params: Params, paths: Paths) -> dict[str, Any]:
     offsets, report["prompt_router"] = _prompt_offsets(lm, states, paths, params)
     retries: dict[str, Any] = {}
     retry_traces: dict[str, list[Trace]] = {}
-    for method in GATED_METHODS:
+    for method in CHECKED_METHODS:
         gated = _gated(method, params, components, learned, offsets, layers, reason)
         if isinstance(gated, str):
             retries[method] = {"unavailable": gated}

@@ -105,7 +105,7 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     `tune_thresholds.questions_per_dataset` dev questions of each dataset; write the thresholds
     to data/thresholds/thresholds.json and, with the dev retrieval rate each gives (overall and
     per dataset), to reports/thresholds.json, which is returned."""
-    from skillrag.answering import ProberGate
+    from skillrag.answering import ProberChecker
     from skillrag.data.splits import load_split
     from skillrag.files import write_json
     from skillrag.prompts.cot import parse_answer
@@ -117,7 +117,7 @@ def tune_thresholds(params: Params, paths: Paths) -> dict[str, Any]:
     stored = _closed_book_rows(paths, [q.id for q in questions])
     lm = runtime.open_lm(params)
     target = params.tune_thresholds.target_retrieval_rate
-    gate = ProberGate(runtime.open_prober(params, paths, lm)) if target == "probing_rag" else None
+    gate = ProberChecker(runtime.open_prober(params, paths, lm)) if target == "probing_rag" else None
     generated = _generate(lm, [q.question for q in questions], params, gate.layers if gate else None)
     if gate is not None:
         # a closed-book answer without an Answer: line is never accepted (skillrag.answering)

@@ -1,4 +1,4 @@
-"""The prober-gated loop that Probing-RAG and Skill-RAG share; they differ only in `retry`."""
+"""The prober-checked loop that Probing-RAG and Skill-RAG share; they differ only in `retry`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from skillrag.methods.base import Method, Session
 
 # The methods that run this loop, each with its own after-evidence cut (skillrag.probe.prober):
 # what a retry is worth depends on how the method retries.
-GATED_METHODS = ("probing_rag", "skill_rag")
+CHECKED_METHODS = ("probing_rag", "skill_rag")
 
 
-class GatedRAG(Method):
+class CheckedRAG(Method):
     """Before retrieval: answer closed-book and probe; after evidence: retrieve with the
     question, answer, probe.
     While the prober rejects, `retry` forms the next round, at most `max_rounds` times; the
