@@ -9,6 +9,10 @@ Uses the stage's own functions; the content-free start is the one this experimen
 fitted (reports/router_metrics.json beside this script; no LM needed).
 
     python experiments/router-100/headroom.py experiments/router-100/router_traces
+
+The traces in git carry no hidden vectors (experiments/strip_vectors.py), and a trace without its
+first answer's vector holds no failure state (skillrag.methods.exploration.fixers): on them the
+script says where the traces with their vectors are, and stops.
 """
 
 from __future__ import annotations
@@ -38,6 +42,12 @@ from skillrag.skills.calibration import (
 )
 
 
+VECTORS = (
+    "the traces with them are in git's history: `git show f5b474c:experiments/router-100/router_traces/train.jsonl "
+    "> <folder>/train.jsonl`, then run this on <folder>; or re-run the exploration as the README says"
+)
+
+
 def is_right(answer: str, golds: list[str]) -> bool:
     return bool(accuracy(answer, golds))
 
@@ -52,6 +62,9 @@ def show(name: str, chosen: list[str], fixers: list[frozenset[str]]) -> None:
 
 def main(root: Path) -> None:
     traces = read_traces(root / "train.jsonl")
+    if all(t.rounds[0].state is None for t in traces if t.rounds):
+        print(f"{len(traces)} questions, no hidden vectors in {root / 'train.jsonl'}, so no failure state: {VECTORS}")
+        return
     states = [s for s in explored_states(traces, is_right) if s.raw is not None]
     fixers = [s.fixers for s in states]
     print(f"{len(traces)} questions, {len(states)} failure states {dict(Counter(s.dataset for s in states))}")
