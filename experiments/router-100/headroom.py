@@ -41,7 +41,6 @@ from skillrag.skills.calibration import (
     right_choices,
 )
 
-
 VECTORS = (
     "the traces with them are in git's history: `git show f5b474c:experiments/router-100/router_traces/train.jsonl "
     "> <folder>/train.jsonl`, then run this on <folder>; or re-run the exploration as the README says"

@@ -3,7 +3,6 @@ check, both probers' AUROCs and the written tables."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -14,18 +13,15 @@ from scipy.stats import binomtest
 
 from skillrag.lm.base import POOLINGS
 from skillrag.probe.state_store import write_meta, write_shard
+from tests.experiments import load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "int8-dev" / "tables.py"
 LAYERS = [1, 2]
 HIDDEN = 8
 
 
 @pytest.fixture(scope="module")
 def tables():
-    spec = importlib.util.spec_from_file_location("int8_dev_tables", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("int8-dev/tables.py")
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ hidden vectors) and with vectors put back (made here), as a re-run of the explor
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -15,15 +14,13 @@ import pytest
 
 from skillrag.vectors import encode_vector
 from tests.conftest import REPO
+from tests.experiments import load_script
 
 EXPERIMENT = REPO / "experiments" / "router-100"
 
 
 def _headroom():
-    spec = importlib.util.spec_from_file_location("headroom", EXPERIMENT / "headroom.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("router-100/headroom.py")
 
 
 def _slice(tmp_path: Path, vectors: bool) -> list[str]:
@@ -42,7 +39,10 @@ def _slice(tmp_path: Path, vectors: bool) -> list[str]:
 def _oracle_bounds_every_constant_skill(out: str, questions: int) -> None:
     assert out.startswith(f"{questions} questions, ")
     oracle, states = map(int, re.search(r"oracle fixes (\d+) of (\d+)", out).groups())
-    alone = {skill: int(n) for skill, n in re.findall(r"'(\w+)': (\d+)", out.split("each skill always:")[1].split(";")[0])}
+    alone = {
+        skill: int(n)
+        for skill, n in re.findall(r"'(\w+)': (\d+)", out.split("each skill always:")[1].split(";")[0])
+    }
     assert 0 < states and alone and all(n <= oracle <= states for n in alone.values())
     assert "prompt, content-free" in out
 
@@ -58,11 +58,16 @@ def test_on_the_traces_in_git_headroom_says_where_the_traces_with_vectors_are(tm
 
 
 def test_the_commit_it_names_holds_the_traces_with_their_vectors():
-    if subprocess.run(["git", "cat-file", "-e", "f5b474c"], cwd=REPO, capture_output=True, check=False).returncode:
+    if subprocess.run(
+        ["git", "cat-file", "-e", "f5b474c"], cwd=REPO, capture_output=True, check=False
+    ).returncode:
         pytest.skip("a shallow clone: f5b474c is not in its history")
     held = subprocess.run(
         ["git", "show", "f5b474c:experiments/router-100/router_traces/train.jsonl"],
-        cwd=REPO, capture_output=True, text=True, check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     assert len(held) == 100 and sum(json.loads(line)["rounds"][0]["state"] is not None for line in held) > 70
 

@@ -4,27 +4,27 @@ reads and the experiment's command writes again)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 
 import pytest
 
 from skillrag.methods.trace import Round, Trace
-from skillrag.vectors import encode_vector
 from tests.conftest import REPO
+from tests.experiments import load_script
 
 
 def _strip_vectors():
-    spec = importlib.util.spec_from_file_location("strip_vectors", REPO / "experiments" / "strip_vectors.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("strip_vectors.py")
 
 
 def _trace(question_id: str, states: list[list[float] | None]) -> dict:
-    rounds = [Round(index=i, stage="retrieval", answer="Paris", state=state) for i, state in enumerate(states)]
-    return Trace(question_id, "nq", "capital of France?", ["Paris"], "skill_rag", rounds, answer="Paris é").to_dict()
+    rounds = [
+        Round(index=i, stage="retrieval", answer="Paris", state=state) for i, state in enumerate(states)
+    ]
+    return Trace(
+        question_id, "nq", "capital of France?", ["Paris"], "skill_rag", rounds, answer="Paris é"
+    ).to_dict()
 
 
 def test_stripping_nulls_every_rounds_vector_and_keeps_the_rest_of_each_line(tmp_path, capsys):
@@ -33,7 +33,8 @@ def test_stripping_nulls_every_rounds_vector_and_keeps_the_rest_of_each_line(tmp
     with_vectors, without = _trace("q1", [[0.5] * 64, [1.5] * 64]), _trace("q2", [None])
     traces = folder / "nq.jsonl"
     traces.write_text(
-        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in (with_vectors, without)), encoding="utf-8"
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in (with_vectors, without)),
+        encoding="utf-8",
     )
 
     _strip_vectors().main([str(tmp_path / "exp")])
@@ -71,4 +72,6 @@ def test_no_trace_an_experiment_keeps_in_git_holds_a_hidden_vector():
             if any(r.get("state") is not None for r in rounds):
                 holding.append(f"{name}:{number}")
                 break
-    assert not holding, f"hidden vectors in git: {holding}; run `python experiments/strip_vectors.py <folder>`"
+    assert not holding, (
+        f"hidden vectors in git: {holding}; run `python experiments/strip_vectors.py <folder>`"
+    )
