@@ -229,7 +229,7 @@ def render_report(params: Params, paths: Paths, out: Path, change: str, change_f
         for name, metric in (("ACC", "acc"), ("EM", "em"))
     )
     headline = (
-        headline_section(inputs, datasets, primary, CASE_METHOD)
+        headline_section(inputs, datasets, primary, CASE_METHOD, exploratory)
         + "\n\n" + _figure(paths.accuracy_cost_figure, "accuracy against cost per method", base)
         + "\n\n" + _figure(paths.accuracy_overall_figure, "overall ACC per method", base)
     )

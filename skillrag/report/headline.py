@@ -5,6 +5,9 @@ One paragraph and two small tables, every number read from the committed product
 - the primary comparisons (params.yaml `report.primary`, named before the run), Holm-corrected as
   their own family: both ACCs, the difference with its Agresti-Min interval, won / lost, the
   family-wise p, the reading, and the cost of each side (LLM calls and seconds per question);
+- what retrieval itself does here: how often single_step's retrieval held a gold passage, and
+  single_step against no_retrieval (where found evidence does not raise ACC, what the retrieval
+  methods' differences can mean is said);
 - the prober's dev AUROC against mean token entropy, and what its dev-chosen cuts do;
 - what each gate and trigger did: the share of questions it sent to retrieval (and, for the
   loops, to a retry) on dev, where its threshold was chosen, and on the evaluation.
@@ -18,7 +21,7 @@ from typing import Any
 
 from skillrag.report.figures import overall_acc
 from skillrag.report.inputs import Inputs
-from skillrag.report.paired import INDISTINGUISHABLE, PairedResult, holm, reading
+from skillrag.report.paired import BASELINE, INDISTINGUISHABLE, PairedResult, holm, reading
 from skillrag.report.tables import markdown_table, routed
 
 TRIGGERS = ("flare", "dragin", "entropy_rag")  # thresholds tuned on dev (reports/thresholds.json)
@@ -106,6 +109,44 @@ def _resolution_sentence(primary: Sequence[PairedResult]) -> str:
             "a smaller difference cannot be told from noise here.")
 
 
+def gold_found(inputs: Inputs, method: str) -> tuple[int, int]:
+    """(questions whose first retrieving round held a gold passage, questions whose data names
+    their gold passages) for `method` (`Round.gold_gain`; None where no gold is named)."""
+    gains = [next((r.get("gold_gain") for r in t["rounds"] if r.get("queries")), None) for t in inputs.all_traces(method)]
+    named = [g for g in gains if g is not None]
+    return sum(named), len(named)
+
+
+def _retrieval_sentence(inputs: Inputs, tests: Sequence[PairedResult]) -> str | None:
+    """What retrieval itself does here, from single_step against no_retrieval overall. Where the
+    evidence is found and ACC does not rise, the retrieval methods' differences are not evidence
+    about retrieval: the quick profile's SmolLM2 finds gold for most questions and answers none
+    (issue 45), and a reader of its report must see that on the first screen."""
+    result = next((r for r in tests if r.planned.scope == "overall"
+                   and {r.planned.first, r.planned.second} == {NO_RETRIEVAL, BASELINE}), None)
+    if result is None:
+        return None
+    t, sign = result.test, (1 if result.planned.first == BASELINE else -1)  # read as single_step minus no_retrieval
+    with_passages, closed_book = (result.first_mean, result.second_mean)[::sign]
+    low, high = sorted((sign * t.low, sign * t.high))
+    found, named = gold_found(inputs, BASELINE)
+    held = (f"{BASELINE}'s retrieval held a gold passage for {found} of the {named} questions that name one "
+            f"({found / named:.0%}), and " if named else "")
+    text = (f"Retrieval itself: {held}{BASELINE} scores {100 * with_passages:.1f} ACC against "
+            f"{NO_RETRIEVAL}'s {100 * closed_book:.1f}, {100 * sign * t.difference + 0.0:+.1f} points "  # + 0.0: no "-0.0"
+            f"({100 * low:+.1f} to {100 * high:+.1f}) on {t.n} paired questions.")
+    if t.distinguishable:
+        return text
+    if not named:
+        why = "retrieval has not been shown to help here"
+    elif found / named >= 0.5:
+        why = "the model was given gold evidence for most questions and did not measurably turn it into answers"
+    else:
+        why = "retrieval found gold evidence for few questions"
+    return (text + f" The interval holds 0: {why} (or the questions are too few to show it), so the retrieval "
+            "methods' differences here cannot be read as differences in how well they retrieve.")
+
+
 def _prober_sentence(inputs: Inputs, studied: str) -> str:
     probe = inputs.probe
     ens, entropy = probe.get("ensemble", {}), probe.get("entropy_baseline", {})
@@ -125,9 +166,12 @@ def _prober_sentence(inputs: Inputs, studied: str) -> str:
     return text
 
 
-def headline_section(inputs: Inputs, datasets: Sequence[str], primary: Sequence[PairedResult], studied: str) -> str:
+def headline_section(
+    inputs: Inputs, datasets: Sequence[str], primary: Sequence[PairedResult], studied: str,
+    exploratory: Sequence[PairedResult] = (),
+) -> str:
     """The first section: a paragraph answering the question, the primary comparisons with their
-    cost, and what each gate did."""
+    cost, what retrieval itself does (from the `exploratory` tests), and what each gate did."""
     if not primary:
         return "_None of the primary comparisons (params.yaml `report.primary`) was evaluated._"
     adjusted = holm(primary)
@@ -141,6 +185,9 @@ def headline_section(inputs: Inputs, datasets: Sequence[str], primary: Sequence[
     costs = ", ".join(f"{m} {per_question(inputs, m, 'llm_calls'):.2f} calls and {per_question(inputs, m, 'latency_s'):.1f} s"
                       for m in dict.fromkeys([studied, *(r.planned.second for r in primary)]))
     sentences.append(f"Per question it costs {costs}.")
+    retrieval = _retrieval_sentence(inputs, [*primary, *exploratory])
+    if retrieval:
+        sentences.append(retrieval)
     sentences.append(_prober_sentence(inputs, studied))
     choices = router_choices(inputs, studied)
     if choices:

@@ -112,6 +112,14 @@ def write_probe_reports(paths: Paths) -> None:
 def workspace(tmp_path: Path) -> Paths:
     """Four methods on hotpotqa and musique; skill_rag with 12 failure states (all with vectors)."""
     paths = Paths(tmp_path)
+    write_runs(paths, workspace_traces())
+    write_probe_reports(paths)
+    return paths
+
+
+def workspace_traces() -> list[Trace]:
+    """The `workspace` fixture's traces: skill_rag's 14, and 14 each of no_retrieval, single_step and
+    probing_rag, right on every third question."""
     traces: list[Trace] = []
     labels = [SKILLS[i % 3] for i in range(12)]
     states = separable_states(labels)
@@ -122,9 +130,7 @@ def workspace(tmp_path: Path) -> Paths:
     for method in ("no_retrieval", "single_step", "probing_rag"):
         for i in range(14):
             traces.append(simple_trace(i, "hotpotqa" if i % 2 else "musique", method, right=i % 3 == 0))
-    write_runs(paths, traces)
-    write_probe_reports(paths)
-    return paths
+    return traces
 
 
 def read_json(path: Path) -> dict:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from skillrag.config import Params
 from skillrag.files import write_json
+from skillrag.paths import Paths
 from skillrag.pipeline.stages.report import report
+from tests.report.conftest import simple_trace, workspace_traces, write_probe_reports, write_runs
 
 PARAMS = Params(evaluate={"datasets": ["hotpotqa", "musique"]},
                 report={"primary": [{"first": "skill_rag", "second": "probing_rag"},
@@ -63,3 +65,33 @@ def test_the_paired_section_pairs_the_studied_method_with_every_method_in_two_fa
             assert f"| skill_rag vs {other} | {scope} | exploratory (" in paired
     assert "| no_retrieval vs single_step | overall | exploratory (" in paired
     assert "| skill_rag vs single_step | overall | exploratory" not in paired  # primary, tested once
+
+
+def _with_single_step(paths, right, gold_found: int) -> str:
+    """The report's first screen when single_step is right where `right(i)` says and its retrieval
+    found a gold passage for the first `gold_found` of its 14 questions (all name their gold)."""
+    traces = [t for t in workspace_traces() if t.method != "single_step"]
+    for i in range(14):
+        trace = simple_trace(i, "hotpotqa" if i % 2 else "musique", "single_step", right=right(i))
+        trace.rounds[0].queries, trace.rounds[0].gold_gain = [trace.question], i < gold_found
+        traces.append(trace)
+    write_runs(paths, traces)
+    write_probe_reports(paths)
+    return "\n".join(report(PARAMS, paths).read_text().splitlines()[:30])
+
+
+def test_when_found_evidence_does_not_raise_acc_the_first_screen_says_what_the_numbers_cannot_mean(tmp_path):
+    # the quick profile's case (issue 45): gold found for most questions, single_step no better than closed-book
+    first_screen = _with_single_step(Paths(tmp_path), right=lambda i: i % 3 == 0, gold_found=12)
+    assert ("Retrieval itself: single_step's retrieval held a gold passage for 12 of the 14 questions that name one (86%), "
+            "and single_step scores 35.7 ACC against no_retrieval's 35.7, +0.0 points") in first_screen
+    assert "did not measurably turn it into answers" in first_screen
+    assert "cannot be read as differences in how well they retrieve" in first_screen
+
+
+def test_when_retrieval_helps_the_first_screen_says_so_without_the_caveat(tmp_path):
+    first_screen = _with_single_step(Paths(tmp_path), right=lambda i: True, gold_found=13)
+    # 9 questions only single_step got right, none only no_retrieval: the interval leaves out 0
+    assert ("Retrieval itself: single_step's retrieval held a gold passage for 13 of the 14 questions that name one (93%), "
+            "and single_step scores 100.0 ACC against no_retrieval's 35.7, +64.3 points (+") in first_screen
+    assert "on 14 paired questions." in first_screen and "cannot be read as" not in first_screen
