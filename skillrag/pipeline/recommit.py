@@ -100,8 +100,19 @@ class Change:
 
 def _env(code: Path | None = None) -> dict[str, str]:
     """This interpreter's environment (dvc and the `skillrag` console script beside it); with `code`,
-    the skillrag package under `code` is the one imported."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    the skillrag package under `code` is the one imported.
+
+    MKL_CBWR=COMPATIBLE (MKL's conditional numerical reproducibility; a value the user set is kept):
+    without it the same code and inputs gave the tiny skill_rag's router scores one of two values
+    ~1e-3 apart from run to run (4 runs of the base code: 3 and 1), so recommit refused a change that
+    changed nothing; with it, 10 runs of 10 gave one value (measured 2026-12-07, e373729, 2-core
+    Intel Xeon with AMX, float32 SmolLM2). Only these two tiny runs are pinned: the pipeline's own
+    numerics stay as they are."""
+    env = {
+        "MKL_CBWR": "COMPATIBLE",
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [os.environ.get("PYTHONPATH")])])
     return env

@@ -20,6 +20,7 @@ from skillrag.pipeline.recommit import (
     checkout,
     commit,
     differences,
+    run_tiny,
     split,
     stale,
     tiny_project,
@@ -218,3 +219,23 @@ def test_a_changed_answer_a_changed_metric_and_a_missing_file_are_each_named(tmp
         'data/runs/m/nq.jsonl, record 2: answer: "Rome" at the base, "Milan" now',
         "reports/metrics.json, record 1: m.nq.acc: 0.5 at the base, 0.0 now",
     ]
+
+
+@pytest.mark.parametrize(("users", "seen"), [(None, "COMPATIBLE"), ("AUTO", "AUTO")])
+def test_the_tiny_runs_pin_mkls_numerics_unless_the_user_chose(tmp_path: Path, monkeypatch, users, seen) -> None:
+    """Unpinned, float32 MKL products let the same tiny run give two router scores ~1e-3 apart, and
+    recommit refused a change that changed nothing (skillrag.pipeline.recommit._env)."""
+    if users is None:
+        monkeypatch.delenv("MKL_CBWR", raising=False)
+    else:
+        monkeypatch.setenv("MKL_CBWR", users)
+    project = tmp_path / "tiny"
+    project.mkdir()
+    (project / "dvc.yaml").write_text(
+        "stages:\n  env:\n    cmd: python -c \"import os; print(os.environ.get('MKL_CBWR', ''), end='')\" > seen.txt\n"
+        "    outs: [{seen.txt: {cache: false}}]\n"
+    )
+
+    run_tiny(project)
+
+    assert (project / "seen.txt").read_text() == seen
