@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from skillrag.report.evidence_gain import gain_counts
 from skillrag.report.figures import overall_acc
 from skillrag.report.inputs import Inputs
 from skillrag.report.paired import BASELINE, INDISTINGUISHABLE, PairedResult, holm, reading
@@ -109,14 +110,6 @@ def _resolution_sentence(primary: Sequence[PairedResult]) -> str:
             "a smaller difference cannot be told from noise here.")
 
 
-def gold_found(inputs: Inputs, method: str) -> tuple[int, int]:
-    """(questions whose first retrieving round held a gold passage, questions whose data names
-    their gold passages) for `method` (`Round.gold_gain`; None where no gold is named)."""
-    gains = [next((r.get("gold_gain") for r in t["rounds"] if r.get("queries")), None) for t in inputs.all_traces(method)]
-    named = [g for g in gains if g is not None]
-    return sum(named), len(named)
-
-
 def _retrieval_sentence(inputs: Inputs, tests: Sequence[PairedResult]) -> str | None:
     """What retrieval itself does here, from single_step against no_retrieval overall. Where the
     evidence is found and ACC does not rise, the retrieval methods' differences are not evidence
@@ -129,7 +122,8 @@ def _retrieval_sentence(inputs: Inputs, tests: Sequence[PairedResult]) -> str | 
     t, sign = result.test, (1 if result.planned.first == BASELINE else -1)  # read as single_step minus no_retrieval
     with_passages, closed_book = (result.first_mean, result.second_mean)[::sign]
     low, high = sorted((sign * t.low, sign * t.high))
-    found, named = gold_found(inputs, BASELINE)
+    gains = gain_counts(inputs).get((BASELINE, "retrieval"), Counter())  # single_step: one retrieving round per question
+    found, named = gains["gained"], gains["with_gold"]
     held = (f"{BASELINE}'s retrieval held a gold passage for {found} of the {named} questions that name one "
             f"({found / named:.0%}), and " if named else "")
     text = (f"Retrieval itself: {held}{BASELINE} scores {100 * with_passages:.1f} ACC against "
