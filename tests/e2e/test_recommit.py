@@ -4,25 +4,15 @@ nothing; written again under another FLARE threshold they differ, and the compar
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from skillrag.pipeline.recommit import differences
+from skillrag.pipeline.recommit import differences, repro_tiny
 
 pytestmark = pytest.mark.e2e
-
-
-def _repro_with_own_code(project: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(project),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["dvc", "repro"], cwd=project, env=env, capture_output=True, text=True, timeout=3000, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_a_rerun_after_a_docstring_edit_is_the_same_and_another_threshold_is_not(dvc_project, tmp_path):
@@ -31,7 +21,7 @@ def test_a_rerun_after_a_docstring_edit_is_the_same_and_another_threshold_is_not
     flare = project / "skillrag" / "methods" / "flare.py"
     flare.write_text(flare.read_text().replace('"""', '"""Edited docstring. ', 1))
     shutil.rmtree(project / "data" / "runs" / "flare")  # traces persist and resume: trace every question anew
-    _repro_with_own_code(project)
+    repro_tiny(project)
     assert (project / "data" / "runs" / "flare" / "hotpotqa.jsonl").is_file()
     assert differences(dvc_project, project, stages) == []
 
@@ -39,7 +29,7 @@ def test_a_rerun_after_a_docstring_edit_is_the_same_and_another_threshold_is_not
     params["methods"]["flare"]["theta"] = 0.999  # retrieve at almost every sentence
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     shutil.rmtree(project / "data" / "runs" / "flare")  # a resume under other params is refused
-    _repro_with_own_code(project)
+    repro_tiny(project)
     found = differences(dvc_project, project, stages)
     assert any(line.startswith("data/runs/flare/") for line in found), found
     assert not any(line.startswith(("data/runs/skill_rag/", "data/runs/single_step/")) for line in found), found
