@@ -8,7 +8,8 @@ One paragraph and two small tables, every number read from the committed product
 - what retrieval itself does here: how often single_step's retrieval held a gold passage, and
   single_step against no_retrieval (where found evidence does not raise ACC, what the retrieval
   methods' differences can mean is said);
-- the prober's dev AUROC against mean token entropy, and what its dev-chosen cuts do;
+- the prober's dev AUROC against mean token entropy, what its dev-chosen cuts do, and on the
+  evaluation how many closed-book answers it accepted and the LLM calls that saved;
 - what each gate and trigger did: the share of questions it sent to retrieval (and, for the
   loops, to a retry) on dev, where its threshold was chosen, and on the evaluation.
 """
@@ -23,7 +24,7 @@ from skillrag.report.evidence_gain import gain_counts
 from skillrag.report.figures import overall_acc
 from skillrag.report.inputs import Inputs
 from skillrag.report.paired import BASELINE, INDISTINGUISHABLE, PairedResult, holm, reading
-from skillrag.report.tables import markdown_table, routed
+from skillrag.report.tables import calls_saved, markdown_table, routed
 
 TRIGGERS = ("flare", "dragin", "entropy_rag")  # thresholds tuned on dev (reports/thresholds.json)
 CLASSIFIER = "adaptive_rag"  # the complexity classifier (reports/adaptive_metrics.json)
@@ -157,6 +158,13 @@ def _prober_sentence(inputs: Inputs, studied: str) -> str:
                      "what separates it from probing_rag is what a retry does (skills against re-querying), not the prober.")
         else:
             text += f" Its dev-chosen cuts send {before:.0%} of dev answers to retrieval and {after:.0%} to a retry."
+    traces = inputs.all_traces(studied)
+    accepted = sum(bool(t["rounds"][0].get("accepted")) for t in traces if t["rounds"])
+    saved = calls_saved(traces)
+    if traces and saved is not None and accepted:
+        text += (f" On the evaluation it accepted {accepted} of {len(traces)} closed-book answers, and accepting saved an "
+                 f"estimated {saved[1] - saved[0]:.2f} LLM calls per question ({studied} {saved[0]:.2f} against "
+                 f"{saved[1]:.2f} for its {saved[2]} never-accepted questions).")
     return text
 
 

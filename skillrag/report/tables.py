@@ -139,11 +139,26 @@ def _rate(verdicts: Sequence[bool]) -> str:
     return f"{sum(verdicts) / len(verdicts):.0%} of {len(verdicts)}" if verdicts else "–"
 
 
+def calls_saved(traces: Sequence[Mapping[str, Any]]) -> tuple[float, float, int] | None:
+    """(LLM calls per question as run, per question among the never-accepted, their number) for a
+    gated method's traces; None when no question went unaccepted. The never-accepted questions ran
+    the loop to its end, so their mean estimates what every question would cost had the prober
+    accepted nothing; the difference is what accepting saved (an estimate: the accepted questions
+    may be easier, and a loop over them could have stopped sooner)."""
+    never = [float(t["totals"]["llm_calls"]) for t in traces if not any(r.get("accepted") for r in t["rounds"])]
+    if not never:
+        return None
+    return sum(float(t["totals"]["llm_calls"]) for t in traces) / len(traces), sum(never) / len(never), len(never)
+
+
 def gate_table(inputs: Inputs) -> str | None:
     """Per gated method (its rounds carry the prober's verdict and its questions end on it, not
     "done" as the fixed baselines, which the prober scores without gating): the share accepted
     before retrieval (the closed-book answer), after evidence (after retrieving with the question)
-    and on later rounds, and how the questions ended. None when no method is gated."""
+    and on later rounds, how often the accepted closed-book answers were right, how the questions
+    ended, and the LLM calls accepting saved (`calls_saved`). None when no method is gated."""
+    from skillrag.metrics import accuracy
+
     rows = []
     for method in inputs.methods:
         traces = inputs.all_traces(method)
@@ -154,12 +169,18 @@ def gate_table(inputs: Inputs) -> str | None:
         after = [r["accepted"] for t in traces for r in t["rounds"] if r["stage"] == "retrieval" and r.get("accepted") is not None]
         later = [r["accepted"] for t in traces for r in t["rounds"][1:]
                  if r["stage"] != "retrieval" and r.get("accepted") is not None]
+        closed_book = [accuracy(t["rounds"][0]["answer"], t["golds"]) for t in traces if t["rounds"][0].get("accepted")]
         ends = Counter(t["termination"] for t in traces)
-        rows.append([method, _rate(before), _rate(after), _rate(later),
-                     ", ".join(f"{k} {v}" for k, v in sorted(ends.items()))])
+        saved = calls_saved(traces)
+        rows.append([method, _rate(before), _rate(after), _rate(later), _rate(closed_book),
+                     ", ".join(f"{k} {v}" for k, v in sorted(ends.items())),
+                     "–" if saved is None else f"{saved[0]:.2f} vs {saved[1]:.2f} (n {saved[2]})",
+                     "–" if saved is None else f"{saved[1] - saved[0]:.2f} ({(saved[1] - saved[0]) / saved[1]:.0%})"])
     if not rows:
         return None
-    return markdown_table(["method", "accepted before retrieval", "accepted after evidence", "later rounds accepted", "terminations"], rows)
+    return markdown_table(["method", "accepted before retrieval", "accepted after evidence", "later rounds accepted",
+                           "accepted closed-book answers right", "terminations",
+                           "LLM calls / question: as run vs never accepted", "calls / question saved by accepting (est.)"], rows)
 
 
 def skill_table(inputs: Inputs) -> str | None:
