@@ -139,14 +139,17 @@ def _rate(verdicts: Sequence[bool]) -> str:
     return f"{sum(verdicts) / len(verdicts):.0%} of {len(verdicts)}" if verdicts else "–"
 
 
+MIN_UNACCEPTED = 20  # fewer never-accepted questions estimate nothing (probing_rag's null cut accepts nearly all)
+
+
 def calls_saved(traces: Sequence[Mapping[str, Any]]) -> tuple[float, float, int] | None:
     """(LLM calls per question as run, per question among the never-accepted, their number) for a
-    gated method's traces; None when no question went unaccepted. The never-accepted questions ran
-    the loop to its end, so their mean estimates what every question would cost had the prober
-    accepted nothing; the difference is what accepting saved (an estimate: the accepted questions
-    may be easier, and a loop over them could have stopped sooner)."""
+    gated method's traces; None when fewer than MIN_UNACCEPTED questions went unaccepted. The
+    never-accepted questions ran the loop to its end, so their mean estimates what every question
+    would cost had the prober accepted nothing; the difference is what accepting saved (an
+    estimate: the accepted questions may be easier, and a loop over them could have stopped sooner)."""
     never = [float(t["totals"]["llm_calls"]) for t in traces if not any(r.get("accepted") for r in t["rounds"])]
-    if not never:
+    if len(never) < MIN_UNACCEPTED:
         return None
     return sum(float(t["totals"]["llm_calls"]) for t in traces) / len(traces), sum(never) / len(never), len(never)
 

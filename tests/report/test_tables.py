@@ -91,13 +91,18 @@ def test_a_method_that_got_nothing_right_shows_a_wilson_interval_not_a_collapsed
                        "| 50.0 (37.7–62.3) |")
 
 
-def test_the_gate_table_says_what_accepting_saved_in_calls_against_the_never_accepted_questions(workspace):
+def test_the_gate_table_says_what_accepting_saved_in_calls_against_the_never_accepted_questions(workspace, monkeypatch):
     """The workspace's skill_rag: one closed-book answer accepted (wrong, 1 call), three fixed by a
     skill and accepted there (4 calls each), ten never accepted (nine ran a skill: 4 calls, one
-    exited: 3, its exit round unjudged), so 52 calls over 14 questions against 39 over the 10 never accepted."""
+    exited: 3, its exit round unjudged), so 52 calls over 14 questions against 39 over the 10 never
+    accepted; below MIN_UNACCEPTED never-accepted questions no estimate is made."""
     from skillrag.report.inputs import load_inputs
     from skillrag.report.tables import gate_table
 
-    row = next(line for line in gate_table(load_inputs(workspace)).splitlines() if line.startswith("| skill_rag |"))
-    assert row.endswith("| 7% of 14 | 0% of 13 | 25% of 12 | 0% of 1 | accepted 4, exit 1, max_rounds 9 "
-                        "| 3.71 vs 3.90 (n 10) | 0.19 (5%) |"), row
+    def skill_rag_row() -> str:
+        return next(line for line in gate_table(load_inputs(workspace)).splitlines() if line.startswith("| skill_rag |"))
+
+    accepted = "| 7% of 14 | 0% of 13 | 25% of 12 | 0% of 1 | accepted 4, exit 1, max_rounds 9 |"
+    assert skill_rag_row().endswith(f"{accepted} – | – |")
+    monkeypatch.setattr("skillrag.report.tables.MIN_UNACCEPTED", 10)
+    assert skill_rag_row().endswith(f"{accepted} 3.71 vs 3.90 (n 10) | 0.19 (5%) |")
